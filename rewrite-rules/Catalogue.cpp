@@ -1,0 +1,18 @@
+#include "RuleFactories.h"
+
+namespace fabricize {
+
+std::vector<Rule> buildCatalogue(const FabricOptions& options) {
+  // Order matters only for insertions at one place: the Fabric is
+  // constructed before it is launched.
+  return {
+      makeInsertFabricRule(options),   makeLaunchRule(options),
+      makeSetupRule(options),          makeSetupDataLoaderRule(options),
+      makeCudaGuardRule(options),      makeDeviceMoveRule(options),
+      makeDeviceVariableRule(options), makeBackwardRule(options),
+      makeRankZeroPrintRule(options),  makeCheckpointRule(options),
+      makeHardcodedDeviceRule(options),
+  };
+}
+
+}  // namespace fabricize

@@ -1,0 +1,118 @@
+#include "Edits.h"
+
+#include "clang/AST/Stmt.h"
+#include "clang/Basic/SourceManager.h"
+
+#include <cctype>
+
+namespace fabricize::edits {
+
+using namespace clang;
+using namespace clang::transformer;
+
+Stencil indentOf(RangeSelector selector) {
+  return run([selector](const ast_matchers::MatchFinder::MatchResult& result)
+                 -> llvm::Expected<std::string> {
+    llvm::Expected<CharSourceRange> range = selector(result);
+    if (!range) return range.takeError();
+    const SourceManager& sm = *result.SourceManager;
+    SourceLocation begin = sm.getExpansionLoc(range->getBegin());
+    auto [file, offset] = sm.getDecomposedLoc(begin);
+    bool invalid = false;
+    llvm::StringRef buffer = sm.getBufferData(file, &invalid);
+    if (invalid) return std::string();
+    size_t lineStart = buffer.rfind('\n', offset == 0 ? 0 : offset - 1);
+    lineStart = lineStart == llvm::StringRef::npos ? 0 : lineStart + 1;
+    size_t end = lineStart;
+    while (end < buffer.size() && (buffer[end] == ' ' || buffer[end] == '\t')) ++end;
+    return buffer.slice(lineStart, end).str();
+  });
+}
+
+// The first statement of a block, its indentation, and whether it starts
+// its own line.
+struct TopOfBlock {
+  SourceLocation insertAt;  // start of its line (above its comments), or the statement
+  std::string indent;
+  bool onOwnLine = false;
+};
+
+static llvm::Expected<TopOfBlock> topOfBlock(const ast_matchers::MatchFinder::MatchResult& result,
+                                             const std::string& id) {
+  const auto* body = result.Nodes.getNodeAs<CompoundStmt>(id);
+  if (!body || body->body_empty())
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "'" + id + "' is not a non-empty compound statement");
+  const SourceManager& sm = *result.SourceManager;
+  SourceLocation begin = sm.getExpansionLoc(body->body_front()->getBeginLoc());
+  auto [file, offset] = sm.getDecomposedLoc(begin);
+  unsigned braceOffset = sm.getDecomposedLoc(sm.getExpansionLoc(body->getLBracLoc())).second;
+  llvm::StringRef text = sm.getBufferData(file);
+  auto lineStartOf = [&](unsigned at) {
+    size_t nl = text.rfind('\n', at == 0 ? 0 : at - 1);
+    return nl == llvm::StringRef::npos ? 0u : static_cast<unsigned>(nl + 1);
+  };
+  TopOfBlock top;
+  unsigned lineStart = lineStartOf(offset);
+  top.onOwnLine = lineStart > braceOffset && text.slice(lineStart, offset).trim().empty();
+  top.indent = text.slice(lineStart, offset).str();
+  if (!top.onOwnLine) {
+    top.insertAt = begin;
+    return top;
+  }
+  // Comment lines right above the statement belong to it: insert above them.
+  while (lineStart > braceOffset + 1) {
+    unsigned previous = lineStartOf(lineStart - 1);
+    if (previous <= braceOffset) break;
+    if (!text.slice(previous, lineStart - 1).trim().starts_with("//")) break;
+    lineStart = previous;
+  }
+  top.insertAt = begin.getLocWithOffset(static_cast<int>(lineStart) - static_cast<int>(offset));
+  return top;
+}
+
+RangeSelector firstStatement(std::string id) {
+  return [id](const ast_matchers::MatchFinder::MatchResult& result)
+             -> llvm::Expected<CharSourceRange> {
+    llvm::Expected<TopOfBlock> top = topOfBlock(result, id);
+    if (!top) return top.takeError();
+    return CharSourceRange::getCharRange(top->insertAt, top->insertAt);
+  };
+}
+
+Stencil topStatement(std::string id, std::string statement) {
+  return run([id, statement](const ast_matchers::MatchFinder::MatchResult& result)
+                 -> llvm::Expected<std::string> {
+    llvm::Expected<TopOfBlock> top = topOfBlock(result, id);
+    if (!top) return top.takeError();
+    return top->onOwnLine ? top->indent + statement + "\n" : statement + " ";
+  });
+}
+
+ASTEdit removeStatement(std::string id) { return changeTo(statement(std::move(id)), cat("")); }
+
+static bool isInteger(const std::string& text) {
+  if (text.empty()) return false;
+  size_t i = text[0] == '-' ? 1 : 0;
+  if (i == text.size()) return false;
+  for (; i < text.size(); ++i)
+    if (!std::isdigit(static_cast<unsigned char>(text[i]))) return false;
+  return true;
+}
+
+std::string optionsExpression(const FabricOptions& options) {
+  std::string text = "fabric::Options()";
+  text += ".accelerator(\"" + options.accelerator + "\")";
+  text += isInteger(options.devices) ? ".devices(" + options.devices + ")"
+                                     : ".devices(\"" + options.devices + "\")";
+  text += ".strategy(\"" + options.strategy + "\")";
+  text += ".precision(\"" + options.precision + "\")";
+  if (!options.num_nodes.empty()) text += ".num_nodes(" + options.num_nodes + ")";
+  return text;
+}
+
+std::string fabricDeclaration(const FabricOptions& options) {
+  return "fabric::Fabric fabric(" + optionsExpression(options) + ");";
+}
+
+}  // namespace fabricize::edits

@@ -1,0 +1,35 @@
+// Text pieces the rules share: indentation taken from the code being edited,
+// so inserted statements look as if the user had written them.
+#pragma once
+
+#include "clang/Tooling/Transformer/RangeSelector.h"
+#include "clang/Tooling/Transformer/RewriteRule.h"
+#include "clang/Tooling/Transformer/Stencil.h"
+
+#include "Rule.h"
+
+#include <string>
+
+namespace fabricize::edits {
+
+// The leading whitespace of the line on which `selector`'s range begins.
+clang::transformer::Stencil indentOf(clang::transformer::RangeSelector selector);
+
+// Where a statement inserted at the top of the block bound to `id` goes: the
+// start of the first statement's line (above the comments that lead it), or
+// the statement itself when it shares a line with the brace.
+clang::transformer::RangeSelector firstStatement(std::string id);
+// `statement` laid out for that place: its own line, indented like the block.
+clang::transformer::Stencil topStatement(std::string id, std::string statement);
+
+// Removes a whole statement; the engine also removes its line when nothing
+// else is on it.
+clang::transformer::ASTEdit removeStatement(std::string id);
+
+// The fabric::Options expression fabricize emits for the given choices.
+std::string optionsExpression(const FabricOptions& options);
+
+// `fabric::Fabric fabric(<options>);`
+std::string fabricDeclaration(const FabricOptions& options);
+
+}  // namespace fabricize::edits

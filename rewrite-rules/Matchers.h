@@ -1,0 +1,190 @@
+// The vocabulary the rules are written in: LibTorch and Fabric types, device
+// arguments, loader batches, the scope where a Fabric is available. Each
+// matcher is a small value so that rules read like the sentence in their doc.
+#pragma once
+
+#include "clang/ASTMatchers/ASTMatchers.h"
+
+namespace fabricize::match {
+
+using namespace clang::ast_matchers;
+using clang::ast_matchers::internal::Matcher;
+
+inline Matcher<clang::QualType> recordTypeOf(DeclarationMatcher record) {
+  return qualType(hasUnqualifiedDesugaredType(recordType(hasDeclaration(record))));
+}
+inline Matcher<clang::QualType> recordNamed(llvm::StringRef qualifiedName) {
+  return recordTypeOf(cxxRecordDecl(hasName(qualifiedName)));
+}
+inline Matcher<clang::QualType> valueOrReference(Matcher<clang::QualType> type) {
+  return anyOf(type, references(type));
+}
+
+// --- LibTorch and Fabric classes -------------------------------------------
+inline DeclarationMatcher tensorClass() {
+  return cxxRecordDecl(hasAnyName("::at::Tensor", "::at::TensorBase"));
+}
+inline DeclarationMatcher moduleClass() {
+  return cxxRecordDecl(isSameOrDerivedFrom("::torch::nn::Module"));
+}
+inline Matcher<clang::QualType> optimizerType() {
+  return recordTypeOf(cxxRecordDecl(isSameOrDerivedFrom("::torch::optim::Optimizer")));
+}
+inline DeclarationMatcher fabricClass() { return cxxRecordDecl(hasName("::fabric::Fabric")); }
+inline Matcher<clang::QualType> fabricType() { return recordTypeOf(fabricClass()); }
+
+// c10::Device or a bare c10::DeviceType such as torch::kCUDA.
+inline Matcher<clang::QualType> deviceLikeType() {
+  return qualType(anyOf(recordNamed("::c10::Device"),
+                        hasUnqualifiedDesugaredType(
+                            enumType(hasDeclaration(enumDecl(hasName("::c10::DeviceType")))))));
+}
+inline Matcher<clang::QualType> scalarTypeEnum() {
+  return qualType(hasUnqualifiedDesugaredType(
+      enumType(hasDeclaration(enumDecl(hasName("::c10::ScalarType"))))));
+}
+
+// "cuda:<index>" as a string literal.
+AST_MATCHER(clang::StringLiteral, isIndexedCudaDevice) {
+  if (!Node.isOrdinary()) return false;
+  llvm::StringRef text = Node.getString();
+  return text.consume_front("cuda:") && !text.empty() &&
+         text.find_first_not_of("0123456789") == llvm::StringRef::npos;
+}
+// A device with a fixed index: `Device("cuda:1")`, `Device(kCUDA, 1)`.
+inline StatementMatcher indexedDevice() {
+  return cxxConstructExpr(
+      hasType(recordNamed("::c10::Device")),
+      anyOf(hasArgument(0, ignoringImplicit(stringLiteral(isIndexedCudaDevice()))),
+            hasArgument(0, hasDescendant(stringLiteral(isIndexedCudaDevice()))),
+            allOf(argumentCountIs(2), hasArgument(1, unless(cxxDefaultArgExpr())))));
+}
+
+// `fabric.device()`: what migrated code passes; never a device to migrate.
+inline StatementMatcher fabricDeviceCall() {
+  return cxxMemberCallExpr(callee(cxxMethodDecl(hasName("device"), ofClass(fabricClass()))));
+}
+
+// An expression as the user spelled it, seen through the implicit
+// conversions LibTorch's overloads add (DeviceType -> Device -> TensorOptions).
+inline Matcher<clang::Expr> spelledAs(Matcher<clang::Expr> inner) {
+  auto converted = [](Matcher<clang::Expr> m) {
+    return ignoringImplicit(
+        anyOf(m, cxxConstructExpr(hasArgument(0, ignoringImplicit(m))),
+              cxxFunctionalCastExpr(hasSourceExpression(ignoringImplicit(m)))));
+  };
+  return converted(converted(inner));
+}
+
+// A device argument, bound to `id`: `device`, `torch::kCUDA`, `x.device()`,
+// `cuda ? torch::kCUDA : torch::kCPU`.
+inline Matcher<clang::Expr> deviceArgument(std::string id) {
+  return spelledAs(
+      expr(hasType(deviceLikeType()), unless(ignoringImplicit(fabricDeviceCall()))).bind(id));
+}
+
+// main in a file that constructs no Fabric yet: where fabric-insert puts one
+// (and fabric-launch its launch). A Fabric constructed elsewhere in the file
+// means the user already decided where it lives.
+inline DeclarationMatcher mainNeedingFabric() {
+  auto localFabric = varDecl(hasType(fabricType()), unless(parmVarDecl()), isExpansionInMainFile());
+  return functionDecl(isMain(), isDefinition(), hasBody(compoundStmt(has(stmt()))),
+                      unless(hasAncestor(translationUnitDecl(hasDescendant(localFabric)))));
+}
+
+// --- Where a Fabric is available ------------------------------------------
+// main when fabric-insert puts one there, or a function that already
+// declares or receives a fabric::Fabric.
+inline DeclarationMatcher fabricScopeFunction() {
+  return functionDecl(anyOf(mainNeedingFabric(),
+                            hasAnyParameter(hasType(valueOrReference(fabricType()))),
+                            hasDescendant(varDecl(hasType(fabricType())))));
+}
+inline auto inFabricScope() { return hasAncestor(fabricScopeFunction()); }
+
+// --- Modules and optimizers -------------------------------------------------
+// `model` in `model->...` (ModuleHolder or shared_ptr) or a plain reference;
+// binds the declaration to `id` and the spelled reference to `id + "Ref"`.
+inline Matcher<clang::Expr> moduleReference(const std::string& id) {
+  auto ref = expr(anyOf(declRefExpr(to(valueDecl().bind(id))),
+                        memberExpr(member(valueDecl().bind(id)))))
+                 .bind(id + "Ref");
+  return ignoringParenImpCasts(
+      anyOf(cxxOperatorCallExpr(hasOverloadedOperatorName("->"),
+                                hasArgument(0, ignoringParenImpCasts(ref))),
+            ref));
+}
+inline Matcher<clang::Expr> moduleNamed(Matcher<clang::ValueDecl> decl) {
+  auto ref = expr(anyOf(declRefExpr(to(valueDecl(decl))), memberExpr(member(decl))));
+  return ignoringParenImpCasts(anyOf(
+      cxxOperatorCallExpr(hasOverloadedOperatorName("->"), hasArgument(0, ignoringParenImpCasts(ref))),
+      ref));
+}
+// `model->parameters()` for the module declared by `decl`.
+inline StatementMatcher parametersOf(Matcher<clang::ValueDecl> decl) {
+  return cxxMemberCallExpr(callee(cxxMethodDecl(hasAnyName("parameters", "named_parameters"),
+                                                ofClass(moduleClass()))),
+                           on(moduleNamed(decl)));
+}
+// An optimizer declaration built over the parameters of `decl`.
+inline DeclarationMatcher optimizerOver(Matcher<clang::ValueDecl> decl) {
+  return varDecl(hasType(optimizerType()), hasInitializer(hasDescendant(parametersOf(decl))));
+}
+// `fabric.setup(model, ...)` for `decl`.
+inline StatementMatcher fabricSetupOf(Matcher<clang::ValueDecl> decl) {
+  return cxxMemberCallExpr(callee(cxxMethodDecl(hasName("setup"), ofClass(fabricClass()))),
+                           hasArgument(0, moduleNamed(decl)));
+}
+// The module bound to `id` is trained in this function (an optimizer holds
+// its parameters) or already set up: Fabric's setup owns its device.
+inline auto isSetUpModule(const std::string& id) {
+  return hasAncestor(functionDecl(anyOf(hasDescendant(optimizerOver(equalsBoundNode(id))),
+                                        hasDescendant(fabricSetupOf(equalsBoundNode(id))))));
+}
+
+// --- Data loaders and their batches -----------------------------------------
+inline Matcher<clang::QualType> loaderType() {
+  return recordTypeOf(cxxRecordDecl(anyOf(isSameOrDerivedFrom("::torch::data::DataLoaderBase"),
+                                          isSameOrDerivedFrom("::fabric::DataLoader"))));
+}
+// The variable of `for (auto& batch : *loader)`.
+inline DeclarationMatcher loaderLoopVariable() {
+  return varDecl(hasParent(declStmt(hasParent(cxxForRangeStmt(hasRangeInit(
+      ignoringParenImpCasts(expr(hasType(loaderType())))))))));
+}
+// A tensor method that moves to a device: `.to(<device>...)` or `.cuda()`.
+inline StatementMatcher tensorDeviceMove(Matcher<clang::Expr> object,
+                                         const std::string& deviceId = "device") {
+  return cxxMemberCallExpr(
+      on(object), anyOf(allOf(callee(cxxMethodDecl(hasName("to"), ofClass(tensorClass()))),
+                              hasArgument(0, deviceArgument(deviceId))),
+                        callee(cxxMethodDecl(hasName("cuda"), ofClass(tensorClass())))));
+}
+// What a loader yields: the loop variable, a member of it (`batch.data`),
+// or a local initialised from one (`auto data = batch.data;`, possibly
+// through a device move). Fabric's loader already put these on the device.
+inline Matcher<clang::Expr> loaderBatch() {
+  auto direct = expr(ignoringParenImpCasts(anyOf(
+      declRefExpr(to(loaderLoopVariable())),
+      memberExpr(hasObjectExpression(ignoringParenImpCasts(declRefExpr(to(loaderLoopVariable()))))))));
+  auto copied = varDecl(hasInitializer(
+      spelledAs(anyOf(direct, tensorDeviceMove(direct, "batchDevice")))));
+  return expr(ignoringParenImpCasts(anyOf(direct, declRefExpr(to(copied)))));
+}
+
+// Statements as they sit in a block: a full-expression that creates
+// temporaries (most LibTorch calls) is wrapped in ExprWithCleanups.
+inline StatementMatcher asStatement(StatementMatcher m) {
+  return stmt(anyOf(m, exprWithCleanups(has(m))));
+}
+inline auto isWholeStatement() {
+  return anyOf(hasParent(compoundStmt()), hasParent(exprWithCleanups(hasParent(compoundStmt()))));
+}
+
+// `torch::cuda::is_available()` anywhere in a condition.
+inline Matcher<clang::Expr> mentionsCudaAvailable() {
+  auto call = callExpr(callee(functionDecl(hasName("::torch::cuda::is_available"))));
+  return expr(anyOf(ignoringParenImpCasts(call), hasDescendant(call)));
+}
+
+}  // namespace fabricize::match

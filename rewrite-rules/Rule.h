@@ -1,0 +1,40 @@
+// A rule of the catalogue: an id, a one-line summary for the docs, and a
+// Clang Transformer rule whose metadata is the explanation shown with each
+// match. The migrate tool, the lint and the IDE front ends all consume these
+// values; none of them re-implements a rule.
+#pragma once
+
+#include "clang/Tooling/Transformer/RewriteRule.h"
+
+#include <string>
+#include <vector>
+
+namespace fabricize {
+
+// What the emitted `fabric::Fabric` asks for (fabricize --accelerator ...).
+struct FabricOptions {
+  std::string accelerator = "auto";
+  std::string devices = "auto";
+  std::string strategy = "ddp";
+  std::string precision = "32-true";
+  std::string num_nodes;  // empty: not emitted (the runtime default is 1)
+};
+
+enum class RuleKind {
+  Rewrite,    // every match carries edits
+  Diagnostic  // matches are reported, never edited: a person must decide
+};
+
+struct Rule {
+  std::string id;       // "fabric-backward": the doc page and lit test share it
+  std::string step;     // DESIGN.md section 3 step: "1".."5" or "+"
+  std::string summary;  // one line for --list-rules and docs/rules/<id>.md
+  RuleKind kind = RuleKind::Rewrite;
+  clang::transformer::RewriteRuleWith<std::string> rule;  // metadata: explanation
+};
+
+// The whole catalogue, in application order: where two rules insert text at
+// the same place, the earlier rule's text comes first.
+std::vector<Rule> buildCatalogue(const FabricOptions& options);
+
+}  // namespace fabricize

@@ -1,0 +1,20 @@
+// One factory per rule file; Catalogue.cpp lists them in application order.
+#pragma once
+
+#include "Rule.h"
+
+namespace fabricize {
+
+Rule makeInsertFabricRule(const FabricOptions&);
+Rule makeLaunchRule(const FabricOptions&);
+Rule makeSetupRule(const FabricOptions&);
+Rule makeSetupDataLoaderRule(const FabricOptions&);
+Rule makeCudaGuardRule(const FabricOptions&);
+Rule makeDeviceMoveRule(const FabricOptions&);
+Rule makeDeviceVariableRule(const FabricOptions&);
+Rule makeBackwardRule(const FabricOptions&);
+Rule makeRankZeroPrintRule(const FabricOptions&);
+Rule makeCheckpointRule(const FabricOptions&);
+Rule makeHardcodedDeviceRule(const FabricOptions&);
+
+}  // namespace fabricize

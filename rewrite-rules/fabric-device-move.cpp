@@ -1,0 +1,74 @@
+// Step 4: device moves. Fabric's setup owns the model's device and its loader
+// delivers batches on the device, so those moves go; any other tensor moves
+// to fabric.device(). Dtype arguments are kept; pure dtype casts never match.
+#include "Edits.h"
+#include "Matchers.h"
+#include "RuleFactories.h"
+
+namespace fabricize {
+
+using namespace clang::transformer;
+using namespace match;
+
+namespace {
+
+auto withDtype() { return hasArgument(1, expr(hasType(scalarTypeEnum())).bind("dtype")); }
+
+// Removes the device argument and the comma after it: `.to(device, kHalf)`
+// -> `.to(kHalf)`.
+ASTEdit dropDeviceArgument() {
+  return changeTo(enclose(node("device"), before(node("dtype"))), cat(""));
+}
+
+}  // namespace
+
+Rule makeDeviceMoveRule(const FabricOptions&) {
+  auto moduleTo = cxxMemberCallExpr(
+      callee(cxxMethodDecl(hasName("to"), ofClass(moduleClass()))),
+      hasArgument(0, deviceArgument("device")), on(moduleReference("module")),
+      unless(isInTemplateInstantiation()), inFabricScope());
+  auto statementOnly = isWholeStatement();
+  auto tensorMove = expr(tensorDeviceMove(expr().bind("tensor")), unless(isInTemplateInstantiation()),
+                         inFabricScope());
+  auto isCuda = callee(cxxMethodDecl(hasName("cuda")));
+  // `data = data.cuda();` on a loader batch: the whole statement goes.
+  auto batchSelfMove = cxxOperatorCallExpr(
+      hasOverloadedOperatorName("="), hasArgument(0, ignoringParenImpCasts(declRefExpr(to(varDecl().bind("var"))))),
+      hasArgument(1, spelledAs(tensorDeviceMove(
+                         ignoringParenImpCasts(declRefExpr(to(varDecl(equalsBoundNode("var"))))), "selfDevice"))),
+      hasArgument(0, loaderBatch()), statementOnly, unless(isInTemplateInstantiation()),
+      inFabricScope());
+
+  auto setUpModule = "the Fabric's setup moves the model to its device";
+  auto batch = "the Fabric loader already delivers batches on the device";
+  auto other = "move to the device this rank trains on";
+  return {"fabric-device-move", "4",
+          "Remove model->to(device), and .to(device)/.cuda() on batches the Fabric loader "
+          "already moved; any other device move becomes .to(fabric.device()). Dtype arguments "
+          "stay; pure dtype casts are untouched.",
+          RuleKind::Rewrite,
+          applyFirst<std::string>({
+              makeRule(batchSelfMove.bind("stmt"), edits::removeStatement("stmt"), cat(batch)),
+              // Modules the Fabric sets up.
+              makeRule(cxxMemberCallExpr(moduleTo, isSetUpModule("module"), withDtype()),
+                       dropDeviceArgument(), cat(setUpModule)),
+              makeRule(cxxMemberCallExpr(moduleTo, isSetUpModule("module"), statementOnly)
+                           .bind("stmt"),
+                       edits::removeStatement("stmt"), cat(setUpModule)),
+              // Other modules (a frozen teacher, say) still need the device.
+              makeRule(moduleTo, changeTo(node("device"), cat("fabric.device()")), cat(other)),
+              // Tensors from the loader.
+              makeRule(cxxMemberCallExpr(tensorMove, on(loaderBatch()), unless(isCuda), withDtype()),
+                       dropDeviceArgument(), cat(batch)),
+              makeRule(cxxMemberCallExpr(tensorMove, on(loaderBatch())).bind("call"),
+                       changeTo(node("call"), cat(node("tensor"))), cat(batch)),
+              // Any other tensor.
+              makeRule(cxxMemberCallExpr(tensorMove, isCuda).bind("call"),
+                       changeTo(node("call"), cat(node("tensor"), ".to(fabric.device())")),
+                       cat(other)),
+              makeRule(cxxMemberCallExpr(tensorMove),
+                       changeTo(node("device"), cat("fabric.device()")), cat(other)),
+          })};
+}
+
+}  // namespace fabricize

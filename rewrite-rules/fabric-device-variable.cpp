@@ -1,0 +1,84 @@
+// Step 4 (continued): `torch::Device device(cuda ? kCUDA : kCPU);` becomes
+// fabric.device(), or disappears when the other device rules consumed every
+// use of it.
+#include "Edits.h"
+#include "Matchers.h"
+#include "RuleFactories.h"
+
+#include "clang/AST/ASTContext.h"
+
+namespace fabricize {
+
+using namespace clang;
+using namespace clang::transformer;
+using namespace match;
+
+namespace {
+
+// Uses of `var` that survive fabric-device-move: every device argument of a
+// module or tensor move is dropped or replaced by that rule.
+size_t survivingUses(const VarDecl* var, const Stmt& body, ASTContext& context) {
+  std::vector<SourceRange> consumed;
+  auto moves = stmt(forEachDescendant(
+      cxxMemberCallExpr(anyOf(callee(cxxMethodDecl(hasName("to"), ofClass(moduleClass()))),
+                              callee(cxxMethodDecl(hasName("to"), ofClass(tensorClass())))),
+                        hasArgument(0, deviceArgument("device")))));
+  for (const auto& nodes : ast_matchers::match(moves, body, context))
+    consumed.push_back(nodes.getNodeAs<Expr>("device")->getSourceRange());
+  const SourceManager& sm = context.getSourceManager();
+  auto inside = [&](SourceLocation loc, SourceRange range) {
+    return !sm.isBeforeInTranslationUnit(loc, range.getBegin()) &&
+           !sm.isBeforeInTranslationUnit(range.getEnd(), loc);
+  };
+  size_t uses = 0;
+  for (const auto& nodes : ast_matchers::match(
+           stmt(forEachDescendant(declRefExpr(to(varDecl(equalsNode(var)))).bind("use"))), body,
+           context)) {
+    SourceLocation loc = nodes.getNodeAs<DeclRefExpr>("use")->getBeginLoc();
+    bool isConsumed = false;
+    for (SourceRange range : consumed) isConsumed = isConsumed || inside(loc, range);
+    if (!isConsumed) ++uses;
+  }
+  return uses;
+}
+
+bool isUnused(const MatchFinder::MatchResult& result) {
+  return survivingUses(result.Nodes.getNodeAs<VarDecl>("var"),
+                       *result.Nodes.getNodeAs<Stmt>("body"), *result.Context) == 0;
+}
+
+}  // namespace
+
+Rule makeDeviceVariableRule(const FabricOptions&) {
+  auto deviceVar =
+      varDecl(hasType(recordNamed("::c10::Device")), hasInitializer(expr().bind("init")),
+              unless(hasInitializer(spelledAs(fabricDeviceCall()))),
+              unless(hasInitializer(hasDescendant(fabricDeviceCall()))),
+              // A fixed index is fabric-hardcoded-device's finding, for a person.
+              unless(hasInitializer(anyOf(indexedDevice(), hasDescendant(indexedDevice())))))
+          .bind("var");
+  auto decl = declStmt(hasSingleDecl(deviceVar),
+                       hasAncestor(functionDecl(fabricScopeFunction(), hasBody(stmt().bind("body")))),
+                       unless(isInTemplateInstantiation()))
+                  .bind("decl");
+  // `torch::Device device(args)` / `torch::Device device = expr;`: the spelled
+  // initialiser is what changes.
+  auto constructed = declStmt(decl, hasSingleDecl(varDecl(hasInitializer(ignoringImplicit(
+                                        cxxConstructExpr(hasArgument(0, expr().bind("first")))
+                                            .bind("construct"))))));
+  EditGenerator removeOrRedirect = [](const MatchFinder::MatchResult& result)
+      -> llvm::Expected<llvm::SmallVector<Edit, 1>> {
+    if (isUnused(result)) return edit(edits::removeStatement("decl"))(result);
+    return edit(changeTo(node("first"), cat("fabric.device()")))(result);
+  };
+  Stencil explain = run([](const MatchFinder::MatchResult& result) -> llvm::Expected<std::string> {
+    return isUnused(result) ? "device variable no longer used: the Fabric owns device placement"
+                            : "the device is the one the Fabric assigned to this rank";
+  });
+  return {"fabric-device-variable", "4",
+          "A local torch::Device variable becomes fabric.device(), or is removed when every use "
+          "of it was a device move the other rules removed.",
+          RuleKind::Rewrite, makeRule(constructed, removeOrRedirect, explain)};
+}
+
+}  // namespace fabricize

@@ -1,0 +1,25 @@
+// Diagnostic: a device with a fixed index (`"cuda:1"`, `Device(kCUDA, 1)`)
+// contradicts the Fabric's one-device-per-rank placement; a person decides.
+#include "Matchers.h"
+#include "RuleFactories.h"
+
+
+namespace fabricize {
+
+using namespace clang;
+using namespace clang::transformer;
+using namespace match;
+
+
+Rule makeHardcodedDeviceRule(const FabricOptions&) {
+  auto indexed = expr(indexedDevice(), unless(isInTemplateInstantiation()));
+  return {"fabric-hardcoded-device", "+",
+          "Report devices with a hard-coded index (\"cuda:1\", torch::Device(torch::kCUDA, 1)): "
+          "under the Fabric each rank owns one device, fabric.device().",
+          RuleKind::Diagnostic,
+          makeRule(indexed.bind("device"), noopEdit(node("device")),
+                   cat("hard-coded device index: each rank trains on fabric.device(); decide "
+                       "whether this tensor belongs there"))};
+}
+
+}  // namespace fabricize

@@ -1,0 +1,26 @@
+// Step 1: construct the Fabric at the top of main, and include its header.
+#include "Edits.h"
+#include "Matchers.h"
+#include "RuleFactories.h"
+
+namespace fabricize {
+
+using namespace clang::transformer;
+using namespace match;
+
+Rule makeInsertFabricRule(const FabricOptions& options) {
+  auto mainWithoutFabric =
+      functionDecl(mainNeedingFabric(), hasBody(compoundStmt().bind("body")))
+          .bind("main");
+  return {"fabric-insert", "1",
+          "Construct fabric::Fabric at the top of main with the chosen options and include "
+          "<fabric/fabric.h>.",
+          RuleKind::Rewrite,
+          makeRule(mainWithoutFabric,
+                   {insertBefore(edits::firstStatement("body"),
+                                 edits::topStatement("body", edits::fabricDeclaration(options))),
+                    addInclude(node("main"), "fabric/fabric.h", IncludeFormat::Angled)},
+                   cat("construct the Fabric at the top of main"))};
+}
+
+}  // namespace fabricize

@@ -1,0 +1,29 @@
+# lit configuration for the rule and tool tests: each test migrates a small program
+# written against the LibTorch stub (test/stubs) and checks the result with
+# FileCheck. Run by ctest (see test/CMakeLists.txt), or by hand:
+#   python3 /usr/lib/llvm-19/build/utils/lit/lit.py -sv \
+#     -Dfabricize=build/bin/fabricize test/rules test/tool
+import os
+import lit.formats
+
+config.name = "fabricize"
+config.test_format = lit.formats.ShTest(execute_external=True)
+config.suffixes = [".cpp"]
+config.test_source_root = os.path.dirname(__file__)
+# Temporary files go to the build tree, never into the sources.
+config.test_exec_root = lit_config.params.get("exec_root", os.path.join("/tmp", "fabricize-lit"))
+# Only the rule tests (test/rules) and the tool's own (test/tool) are lit tests.
+config.excludes = ["Inputs", "stubs", "runtime", "e2e", "bench"]
+
+fabricize = lit_config.params.get("fabricize")
+if not fabricize or not os.path.exists(fabricize):
+    lit_config.fatal("pass -Dfabricize=<path to the fabricize binary>")
+llvm_bin = lit_config.params.get("llvm_bin", "/usr/lib/llvm-19/bin")
+stubs = os.path.join(config.test_source_root, "stubs")
+
+config.environment["PATH"] = os.pathsep.join([llvm_bin, config.environment.get("PATH", "/usr/bin:/bin")])
+flags = "-std=c++17 -isystem " + stubs
+config.substitutions.append(("%fabricize", fabricize))
+config.substitutions.append(("%flags", flags))
+# Migrate one file to stdout; diagnostics to stderr.
+config.substitutions.append(("%migrate", fabricize + " --stdout --quiet"))

@@ -1,0 +1,33 @@
+// RUN: %migrate %s -- %flags > %t.cpp
+// RUN: FileCheck %s --input-file=%t.cpp
+// RUN: %migrate %t.cpp -- %flags | diff -u %t.cpp -
+#include <torch/torch.h>
+#include <fabric/fabric.h>
+
+// No Fabric here: untouched.
+// CHECK: {{^}}void pretrain(torch::Tensor loss) { loss.backward(); }
+void pretrain(torch::Tensor loss) { loss.backward(); }
+
+// A function that receives the Fabric.
+// CHECK: {{^}}void step(fabric::Fabric& fabric, torch::Tensor loss) { fabric.backward(loss); }
+void step(fabric::Fabric& fabric, torch::Tensor loss) { loss.backward(); }
+
+// CHECK: {{^  }}fabric.backward(loss);
+// CHECK-NEXT: {{^  }}fabric.backward(loss, grad, /*retain_graph=*/true);
+// CHECK-NEXT: {{^  }}fabric.backward(losses["total"]);
+// CHECK-NEXT: {{^  }}fabric.backward(loss);
+// CHECK-NEXT: {{^  }}auto closure = [&] { fabric.backward(loss); };
+// CHECK-NEXT: {{^  }}closure();
+// CHECK-NEXT: {{^  }}loss.sum();
+int main() {
+  torch::Tensor loss, grad;
+  std::map<std::string, torch::Tensor> losses;
+  loss.backward();
+  loss.backward(grad, /*retain_graph=*/true);
+  losses["total"].backward();
+  torch::autograd::backward({loss});
+  auto closure = [&] { loss.backward(); };
+  closure();
+  loss.sum();
+  return 0;
+}

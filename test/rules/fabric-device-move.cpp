@@ -1,0 +1,72 @@
+// RUN: %migrate %s -- %flags > %t.cpp 2> %t.err; test $? -eq 1
+// RUN: FileCheck %s --input-file=%t.cpp
+// RUN: FileCheck %s --input-file=%t.err --check-prefix=MSG
+// RUN: %migrate %t.cpp -- %flags > %t2.cpp 2> /dev/null; test $? -eq 1
+// RUN: diff -u %t.cpp %t2.cpp
+#include <torch/torch.h>
+
+struct NetImpl : torch::nn::Module {
+  NetImpl();
+  torch::Tensor forward(torch::Tensor x);
+};
+TORCH_MODULE(Net);
+
+class Pairs : public torch::data::datasets::Dataset<Pairs> {
+ public:
+  torch::data::Example<> get(size_t i) override;
+  torch::optional<size_t> size() const override;
+};
+
+#define TO_GPU(t) (t).cuda()
+
+// The set-up model's move goes; its dtype conversion stays. A frozen module
+// without an optimizer still needs the device.
+// CHECK: {{^  }}Net model;
+// CHECK-NEXT: {{^  }}Net teacher;
+// CHECK-NEXT: {{^  }}model->to(torch::kHalf);
+// CHECK-NEXT: {{^  }}teacher->to(fabric.device());
+// CHECK-NEXT: {{^  }}torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(0.1));
+//
+// Batches from the loader arrive on the device: their moves go, dtypes stay.
+// CHECK: {{^    }}auto x = batch.data;
+// CHECK-NEXT: {{^    }}auto y = batch.target.to(torch::kHalf);
+// CHECK-NEXT: {{^    }}auto z = batch.target;
+// CHECK-NEXT: {{^    }}auto copy = batch.data;
+// CHECK-NEXT: {{^    }}auto w = batch.data.to(torch::kFloat);
+// A self-move of a batch copy is removed with its line.
+// CHECK-NEXT: {{^    }}{
+// CHECK-NEXT: {{^    }}}
+//
+// Anything else moves to the rank's device.
+// CHECK: {{^  }}auto noise = torch::randn({2, 2}).to(fabric.device());
+// CHECK-NEXT: {{^  }}auto other = noise.to(fabric.device());
+// CHECK-NEXT: {{^  }}auto halved = noise.to(fabric.device(), torch::kHalf);
+// CHECK-NEXT: {{^  }}auto cast = noise.to(torch::kFloat);
+// CHECK-NEXT: {{^  }}auto in_macro = TO_GPU(noise);
+// MSG: fabric-device-move.cpp:[[@LINE+24]]:19: warning: not migrated: the code is inside a macro expansion {{.*}} [fabric-device-move]
+int main() {
+  torch::Device device(torch::kCUDA);
+  auto loader = torch::data::make_data_loader(Pairs().map(torch::data::transforms::Stack<>()), 8);
+  Net model;
+  Net teacher;
+  model->to(device);
+  model->to(device, torch::kHalf);
+  teacher->to(device);
+  torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(0.1));
+  for (auto& batch : *loader) {
+    auto x = batch.data.to(device);
+    auto y = batch.target.to(device, torch::kHalf);
+    auto z = batch.target.cuda();
+    auto copy = batch.data;
+    auto w = batch.data.to(torch::kFloat);
+    {
+      copy = copy.cuda();
+    }
+  }
+  auto noise = torch::randn({2, 2}).cuda();
+  auto other = noise.to(device);
+  auto halved = noise.to(device, torch::kHalf);
+  auto cast = noise.to(torch::kFloat);
+  auto in_macro = TO_GPU(noise);
+  return 0;
+}

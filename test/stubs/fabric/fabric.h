@@ -1,0 +1,46 @@
+// Stand-in for the runtime's <fabric/fabric.h> in rule tests: the API the
+// rules emit, declared over the LibTorch stub (see test/stubs/torch/torch.h).
+#pragma once
+
+#include <torch/torch.h>
+
+#include <ostream>
+#include <string>
+
+namespace fabric {
+class Options {
+ public:
+  Options& accelerator(std::string value);
+  Options& devices(int count);
+  Options& devices(std::string value);
+  Options& strategy(std::string value);
+  Options& precision(std::string value);
+  Options& num_nodes(int count);
+};
+template <class Dataset, class Sampler> class DataLoader {
+ public:
+  torch::data::Iterator<typename Dataset::BatchType> begin();
+  torch::data::Iterator<typename Dataset::BatchType> end();
+};
+class Fabric {
+ public:
+  explicit Fabric(Options options = Options());
+  void launch();
+  torch::Device device() const;
+  int global_rank() const;
+  int world_size() const;
+  bool is_global_zero() const;
+  template <class Model, class... Optimizers> void setup(Model& model, Optimizers&... optimizers);
+  void backward(const torch::Tensor& loss, const torch::Tensor& gradient = {},
+                c10::optional<bool> retain_graph = c10::nullopt, bool create_graph = false);
+  template <class Sampler = torch::data::samplers::RandomSampler, class Dataset>
+  std::unique_ptr<DataLoader<Dataset, Sampler>> setup_dataloader(Dataset dataset,
+                                                                 torch::data::DataLoaderOptions options);
+  template <class Sampler = torch::data::samplers::RandomSampler, class Dataset>
+  std::unique_ptr<DataLoader<Dataset, Sampler>> setup_dataloader(Dataset dataset, size_t batch_size);
+  std::ostream& print();
+  int printf(const char* format, ...);
+  template <class T> void save(const std::string& path, const T& value);
+  template <class T> void load(const std::string& path, T& value);
+};
+}  // namespace fabric

@@ -1,0 +1,189 @@
+#include "Engine.h"
+
+#include "clang/AST/ASTContext.h"
+#include "clang/ASTMatchers/ASTMatchFinder.h"
+#include "clang/Basic/SourceManager.h"
+#include "clang/Frontend/CompilerInstance.h"
+#include "clang/Frontend/FrontendActions.h"
+#include "clang/Tooling/Tooling.h"
+#include "clang/Tooling/Transformer/RewriteRule.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
+
+namespace fabricize {
+
+using namespace clang;
+using namespace clang::ast_matchers;
+
+namespace {
+
+std::string realPath(llvm::StringRef path) {
+  llvm::SmallString<256> real;
+  if (llvm::sys::fs::real_path(path, real)) return path.str();
+  return std::string(real);
+}
+
+bool isUnder(const std::string& path, const std::string& root) {
+  if (root.empty()) return true;
+  if (path.size() <= root.size() || path.compare(0, root.size(), root) != 0) return false;
+  return path[root.size()] == '/';
+}
+
+// One callback per rule: selects the matched case, evaluates its edits and
+// explanation, and records them as file offsets.
+class RuleCallback : public MatchFinder::MatchCallback {
+ public:
+  RuleCallback(const Rule& rule, size_t index, const EngineOptions& options, EngineResult& out)
+      : rule_(rule), index_(index), options_(options), out_(out) {}
+
+  void run(const MatchFinder::MatchResult& result) override {
+    const SourceManager& sm = *result.SourceManager;
+    const auto& rule = rule_.rule;
+    size_t caseIndex = transformer::detail::findSelectedCase(result, rule);
+    std::string explanation;
+    if (llvm::Error error = rule.Metadata[caseIndex]->eval(result, &explanation))
+      explanation = llvm::toString(std::move(error));
+
+    auto root = result.Nodes.getMap().find(transformer::RootID);
+    SourceRange rootRange = root->second.getSourceRange();
+    SourceLocation where = sm.getExpansionLoc(rootRange.getBegin());
+    if (sm.isInSystemHeader(where) || !inProject(sm, where)) return;
+    // Never edit inside a macro expansion: report it instead.
+    if (rootRange.getBegin().isMacroID() || rootRange.getEnd().isMacroID()) {
+      addFinding(sm, where, "not migrated: the code is inside a macro expansion (" +
+                                explanation + "); migrate it by hand");
+      return;
+    }
+    llvm::Expected<llvm::SmallVector<transformer::Edit, 1>> edits = rule.Cases[caseIndex].Edits(result);
+    if (!edits) {
+      addFinding(sm, where, "internal error: " + llvm::toString(edits.takeError()));
+      return;
+    }
+    for (const transformer::Edit& edit : *edits) {
+      SourceLocation begin = edit.Range.getBegin();
+      if (!begin.isFileID() || sm.isInSystemHeader(begin) || !inProject(sm, begin)) continue;
+      auto [file, offset] = sm.getDecomposedLoc(begin);
+      std::string path = pathOf(sm, file);
+      if (edit.Kind == transformer::EditKind::AddInclude) {
+        fileResult(sm, file, path).wantsInclude = true;
+        continue;
+      }
+      unsigned end = sm.getDecomposedLoc(edit.Range.getEnd()).second;
+      if (end == offset && edit.Replacement.empty()) {  // a noopEdit: report only
+        addFinding(sm, begin, explanation);
+        continue;
+      }
+      TextEdit text;
+      text.offset = offset;
+      text.length = end - offset;
+      text.replacement = edit.Replacement;
+      text.ruleIndex = index_;
+      text.ruleId = rule_.id;
+      text.explanation = explanation;
+      text.line = sm.getSpellingLineNumber(begin);
+      text.column = sm.getSpellingColumnNumber(begin);
+      fileResult(sm, file, path).edits.push_back(std::move(text));
+    }
+  }
+
+ private:
+  bool inProject(const SourceManager& sm, SourceLocation loc) {
+    FileID file = sm.getFileID(sm.getExpansionLoc(loc));
+    return isUnder(pathOf(sm, file), options_.projectRoot);
+  }
+  std::string pathOf(const SourceManager& sm, FileID file) {
+    auto entry = sm.getFileEntryRefForID(file);
+    return entry ? realPath(entry->getName()) : std::string();
+  }
+  FileResult& fileResult(const SourceManager& sm, FileID file, const std::string& path) {
+    auto [it, inserted] = out_.files.try_emplace(path);
+    if (inserted) it->second.original = sm.getBufferData(file).str();
+    return it->second;
+  }
+  void addFinding(const SourceManager& sm, SourceLocation loc, std::string message) {
+    loc = sm.getExpansionLoc(loc);
+    Finding finding{rule_.id, pathOf(sm, sm.getFileID(loc)), sm.getExpansionLineNumber(loc),
+                    sm.getExpansionColumnNumber(loc), std::move(message)};
+    for (const Finding& seen : out_.findings)  // headers are seen once per TU
+      if (seen.ruleId == finding.ruleId && seen.file == finding.file &&
+          seen.line == finding.line && seen.column == finding.column)
+        return;
+    out_.findings.push_back(std::move(finding));
+  }
+
+  const Rule& rule_;
+  size_t index_;
+  const EngineOptions& options_;
+  EngineResult& out_;
+};
+
+// Each TU's edits are kept only if the TU compiled: a file that does not
+// parse must not be half-migrated.
+class RecordingAction : public ASTFrontendAction {
+ public:
+  RecordingAction(MatchFinder& finder, bool& failed) : finder_(finder), failed_(failed) {}
+  std::unique_ptr<ASTConsumer> CreateASTConsumer(CompilerInstance&, llvm::StringRef) override {
+    return finder_.newASTConsumer();
+  }
+  void EndSourceFileAction() override {
+    if (getCompilerInstance().getDiagnostics().hasErrorOccurred()) failed_ = true;
+  }
+
+ private:
+  MatchFinder& finder_;
+  bool& failed_;
+};
+
+}  // namespace
+
+EngineResult runRules(const std::vector<Rule>& catalogue,
+                      const tooling::CompilationDatabase& database,
+                      const std::vector<std::string>& sources, const EngineOptions& options) {
+  EngineResult total;
+  for (const std::string& source : sources) {
+    EngineResult perSource;
+    std::vector<std::unique_ptr<RuleCallback>> callbacks;
+    MatchFinder finder;
+    for (size_t i = 0; i < catalogue.size(); ++i) {
+      callbacks.push_back(std::make_unique<RuleCallback>(catalogue[i], i, options, perSource));
+      for (const auto& matcher : transformer::detail::buildMatchers(catalogue[i].rule))
+        finder.addDynamicMatcher(matcher, callbacks.back().get());
+    }
+    tooling::ClangTool tool(database, {source});
+    if (!options.resourceDir.empty())
+      tool.appendArgumentsAdjuster(tooling::getInsertArgumentAdjuster(
+          ("-resource-dir=" + options.resourceDir).c_str(), tooling::ArgumentInsertPosition::BEGIN));
+    if (!options.extraArguments.empty())
+      tool.appendArgumentsAdjuster(tooling::getInsertArgumentAdjuster(
+          options.extraArguments, tooling::ArgumentInsertPosition::END));
+    bool failed = false;
+    struct Factory : tooling::FrontendActionFactory {
+      MatchFinder& finder;
+      bool& failed;
+      Factory(MatchFinder& f, bool& x) : finder(f), failed(x) {}
+      std::unique_ptr<FrontendAction> create() override {
+        return std::make_unique<RecordingAction>(finder, failed);
+      }
+    } factory(finder, failed);
+    if (tool.run(&factory) != 0 || failed) {
+      total.failedSources.push_back(source);
+      continue;
+    }
+    for (auto& [path, result] : perSource.files) {
+      auto [it, inserted] = total.files.try_emplace(path, std::move(result));
+      if (!inserted) {  // a header seen from several TUs: merged later
+        it->second.wantsInclude |= result.wantsInclude;
+        for (auto& e : result.edits) it->second.edits.push_back(std::move(e));
+      }
+    }
+    for (auto& f : perSource.findings) {
+      bool seen = false;
+      for (const Finding& g : total.findings)
+        seen = seen || (g.ruleId == f.ruleId && g.file == f.file && g.line == f.line && g.column == f.column);
+      if (!seen) total.findings.push_back(std::move(f));
+    }
+  }
+  return total;
+}
+
+}  // namespace fabricize

@@ -1,0 +1,45 @@
+// Runs the rule catalogue over translation units and gathers, per file, the
+// edits and the findings (diagnostics a person must read).
+#pragma once
+
+#include "EditSet.h"
+#include "Rule.h"
+
+#include "clang/Tooling/CompilationDatabase.h"
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace fabricize {
+
+struct Finding {
+  std::string ruleId;
+  std::string file;
+  unsigned line = 0, column = 0;
+  std::string message;
+};
+
+struct FileResult {
+  std::string original;       // the file's text as parsed
+  std::vector<TextEdit> edits;  // unmerged, as the rules produced them
+  bool wantsInclude = false;  // a rule asked for <fabric/fabric.h>
+};
+
+struct EngineOptions {
+  std::string projectRoot;                 // absolute; nothing outside it is edited
+  std::vector<std::string> extraArguments;  // appended to every compile command
+  std::string resourceDir;                 // Clang's builtin headers
+};
+
+struct EngineResult {
+  std::map<std::string, FileResult> files;  // absolute path -> edits
+  std::vector<Finding> findings;
+  std::vector<std::string> failedSources;   // did not parse: nothing may be written
+};
+
+EngineResult runRules(const std::vector<Rule>& catalogue,
+                      const clang::tooling::CompilationDatabase& database,
+                      const std::vector<std::string>& sources, const EngineOptions& options);
+
+}  // namespace fabricize

@@ -1,0 +1,301 @@
+// fabricize: migrates single-device LibTorch code to fabric::Fabric.
+//
+//   fabricize [migrate] <sources...> (-o <dir> | -i | --stdout) [options] [-- <compiler flags>]
+//
+// Exit codes: 0 migrated, 1 migrated with findings a person must read,
+// 2 error (nothing written).
+#include "EditSet.h"
+#include "Engine.h"
+#include "Output.h"
+#include "Rule.h"
+
+#include "clang/Tooling/CompilationDatabase.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <nlohmann/json.hpp>
+
+#include <map>
+#include <set>
+
+using namespace fabricize;
+namespace cl = llvm::cl;
+
+namespace {
+
+cl::OptionCategory category("fabricize options");
+cl::list<std::string> sources(cl::Positional, cl::desc("<source files>"), cl::cat(category));
+cl::opt<std::string> outputDir("o", cl::desc("Write the migrated tree under <dir>, mirroring the project root"),
+                               cl::value_desc("dir"), cl::cat(category));
+cl::opt<bool> inPlace("i", cl::desc("Edit the files in place (atomic replace)"), cl::cat(category));
+cl::opt<bool> toStdout("stdout", cl::desc("Print the migrated source of the single input file"),
+                       cl::cat(category));
+cl::opt<std::string> buildPath("p", cl::desc("Build directory holding compile_commands.json"),
+                               cl::value_desc("dir"), cl::cat(category));
+cl::opt<std::string> projectRoot("root", cl::desc("Project root (default: the inputs' common directory); "
+                                                  "nothing outside it is edited"),
+                                 cl::value_desc("dir"), cl::cat(category));
+cl::opt<std::string> accelerator("accelerator", cl::desc("Accelerator the emitted Fabric asks for"),
+                                 cl::init("auto"), cl::cat(category));
+cl::opt<std::string> devices("devices", cl::desc("Devices: a count, \"auto\", -1 or a list \"0,2\""),
+                             cl::init("auto"), cl::cat(category));
+cl::opt<std::string> strategy("strategy", cl::desc("Strategy: ddp, auto, single_device"),
+                              cl::init("ddp"), cl::cat(category));
+cl::opt<std::string> precision("precision", cl::desc("Precision, e.g. 32-true"), cl::init("32-true"),
+                               cl::cat(category));
+cl::opt<std::string> numNodes("num-nodes", cl::desc("Number of nodes"), cl::cat(category));
+cl::opt<bool> emitCMake("emit-cmake", cl::desc("With -o: write a CMakeLists.txt that builds the "
+                                               "migrated sources against find_package(Fabric)"),
+                        cl::cat(category));
+cl::opt<std::string> reportPath("report", cl::desc("Write a JSON report of every edit and finding"),
+                                cl::value_desc("file"), cl::cat(category));
+cl::opt<bool> listRules("list-rules", cl::desc("List the rule catalogue and exit"), cl::cat(category));
+cl::opt<bool> quiet("quiet", cl::desc("No summary on stderr"), cl::cat(category));
+
+constexpr int kMigrated = 0, kFindings = 1, kError = 2;
+
+int fail(const std::string& message) {
+  llvm::errs() << "fabricize: error: " << message << "\n";
+  return kError;
+}
+
+std::string absolute(const std::string& path) {
+  llvm::SmallString<256> p(path);
+  llvm::sys::fs::make_absolute(p);
+  llvm::sys::path::remove_dots(p, /*remove_dot_dot=*/true);
+  llvm::SmallString<256> real;
+  if (!llvm::sys::fs::real_path(p, real)) return std::string(real);
+  return std::string(p);
+}
+
+bool isUnderOrEqual(const std::string& path, const std::string& root) {
+  return path == root || (path.size() > root.size() && path.compare(0, root.size(), root) == 0 &&
+                          path[root.size()] == '/');
+}
+
+std::string commonDirectory(const std::vector<std::string>& files) {
+  std::string common = llvm::sys::path::parent_path(files.front()).str();
+  for (const std::string& f : files)
+    while (!isUnderOrEqual(llvm::sys::path::parent_path(f).str(), common))
+      common = llvm::sys::path::parent_path(common).str();
+  return common;
+}
+
+// Option values land in emitted C++ string literals: keep them plain.
+bool isPlainValue(const std::string& value) {
+  if (value.empty()) return false;
+  for (char c : value)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == ',' || c == '.'))
+      return false;
+  return true;
+}
+
+std::string relativeTo(const std::string& path, const std::string& root) {
+  return path.substr(root.size() + 1);
+}
+
+std::string cmakeFor(const std::vector<std::string>& relativeSources) {
+  std::string target = llvm::sys::path::stem(relativeSources.front()).str();
+  std::string text =
+      "# Written by fabricize --emit-cmake: builds the migrated program against the Fabric runtime.\n"
+      "cmake_minimum_required(VERSION 3.18)\n"
+      "project(" + target + "_fabric CXX)\n"
+      "set(CMAKE_CXX_STANDARD 17)\n"
+      "set(CMAKE_CXX_STANDARD_REQUIRED ON)\n"
+      "find_package(Fabric CONFIG REQUIRED)\n"
+      "add_executable(" + target;
+  for (const std::string& s : relativeSources) text += " " + s;
+  text += ")\ntarget_link_libraries(" + target + " PRIVATE Fabric::fabric)\n";
+  return text;
+}
+
+}  // namespace
+
+int main(int argc, const char** argv) {
+  // `fabricize migrate ...` and `fabricize ...` are the same command.
+  std::vector<const char*> args{argv[0]};
+  std::vector<std::string> compilerFlags;
+  bool sawDashDash = false;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (sawDashDash) {
+      compilerFlags.push_back(arg);
+    } else if (arg == "--") {
+      sawDashDash = true;
+    } else if (i == 1 && arg == "migrate") {
+      continue;
+    } else {
+      args.push_back(argv[i]);
+    }
+  }
+  cl::HideUnrelatedOptions(category);
+  cl::SetVersionPrinter([](llvm::raw_ostream& os) { os << "fabricize " FABRICIZE_VERSION "\n"; });
+  if (!cl::ParseCommandLineOptions(static_cast<int>(args.size()), args.data(),
+                                   "fabricize: migrate single-device LibTorch code to fabric::Fabric\n",
+                                   &llvm::errs()))
+    return kError;
+
+  for (const auto* value : {&accelerator, &devices, &strategy, &precision})
+    if (!isPlainValue(*value))
+      return fail("option value '" + value->getValue() +
+                  "' is not a plain name (letters, digits, '-', '_', ',', '.')");
+  if (!numNodes.empty() && numNodes.find_first_not_of("0123456789") != std::string::npos)
+    return fail("--num-nodes takes a positive integer, got '" + numNodes + "'");
+  FabricOptions fabricOptions{accelerator, devices, strategy, precision, numNodes};
+  std::vector<Rule> catalogue = buildCatalogue(fabricOptions);
+
+  if (listRules) {
+    for (const Rule& rule : catalogue)
+      llvm::outs() << rule.id << "\t" << rule.step << "\t" << rule.summary << "\n";
+    return kMigrated;
+  }
+  if (sources.empty()) return fail("no source files given (see --help)");
+  int modes = !outputDir.empty() + inPlace + toStdout;
+  if (modes != 1) return fail("choose exactly one output: -o <dir>, -i or --stdout");
+  if (toStdout && sources.size() != 1) return fail("--stdout takes exactly one source file");
+  if (emitCMake && outputDir.empty()) return fail("--emit-cmake needs -o <dir>");
+
+  std::vector<std::string> files;
+  for (const std::string& s : sources) {
+    if (!llvm::sys::fs::is_regular_file(s)) return fail(s + ": no such file");
+    files.push_back(absolute(s));
+  }
+  std::string root = projectRoot.empty() ? commonDirectory(files) : absolute(projectRoot);
+  for (const std::string& f : files)
+    if (!isUnderOrEqual(f, root)) return fail(f + " is outside the project root " + root);
+  std::string outRoot;
+  if (!outputDir.empty()) {
+    outRoot = absolute(outputDir);
+    if (isUnderOrEqual(outRoot, root))
+      return fail("-o " + outputDir + " is inside the project root " + root +
+                  ": choose a directory outside the input tree (or use -i)");
+  }
+
+  // Compile commands: after `--`, from -p, found next to the sources, or
+  // LibTorch's defaults.
+  std::string error;
+  std::unique_ptr<clang::tooling::CompilationDatabase> database;
+  if (sawDashDash) {
+    database = std::make_unique<clang::tooling::FixedCompilationDatabase>(".", compilerFlags);
+  } else if (!buildPath.empty()) {
+    database = clang::tooling::CompilationDatabase::loadFromDirectory(buildPath, error);
+    if (!database) return fail("cannot read compile_commands.json in " + buildPath + ": " + error);
+  } else {
+    database = clang::tooling::CompilationDatabase::autoDetectFromSource(files.front(), error);
+    if (!database) {
+      std::vector<std::string> defaults = {FABRIC_DEFAULT_COMPILE_FLAGS};
+      database = std::make_unique<clang::tooling::FixedCompilationDatabase>(".", defaults);
+    }
+  }
+
+  EngineOptions engineOptions;
+  engineOptions.projectRoot = root;
+  engineOptions.resourceDir = FABRIC_CLANG_RESOURCE_DIR;
+  engineOptions.extraArguments = {"-w", "-isystem", FABRIC_RUNTIME_INCLUDE_DIR};
+  EngineResult result = runRules(catalogue, *database, files, engineOptions);
+  if (!result.failedSources.empty()) {
+    for (const std::string& f : result.failedSources)
+      llvm::errs() << "fabricize: error: " << f
+                   << ": does not compile (see the errors above); nothing was written\n";
+    return kError;
+  }
+
+  // Merge, add the include, render. Every input is written under -o, edited
+  // or not, so the output tree builds on its own.
+  struct Rendered {
+    std::string text;
+    MergedEdits merged;
+  };
+  std::map<std::string, Rendered> rendered;
+  for (const std::string& f : files)
+    if (!result.files.count(f)) {
+      FileResult unchanged;
+      if (!readFile(f, unchanged.original)) return fail("cannot read " + f);
+      result.files.emplace(f, std::move(unchanged));
+    }
+  std::vector<Finding> findings = result.findings;
+  for (auto& [path, file] : result.files) {
+    Rendered r;
+    r.merged = mergeEdits(file.original, file.edits);
+    if (!r.merged.edits.empty() || file.wantsInclude) {
+      TextEdit include;
+      if (includeInsertion(file.original, "fabric/fabric.h", include)) {
+        include.ruleId = "fabric-insert";
+        include.explanation = "include the Fabric runtime";
+        lineAndColumn(file.original, include.offset, include.line, include.column);
+        std::vector<TextEdit> all = r.merged.edits;
+        all.push_back(include);
+        auto conflicts = r.merged.conflicts;
+        r.merged = mergeEdits(file.original, all);
+        r.merged.conflicts.insert(r.merged.conflicts.end(), conflicts.begin(), conflicts.end());
+      }
+    }
+    for (const EditConflict& c : r.merged.conflicts)
+      findings.push_back({c.dropped.ruleId, path, c.dropped.line, c.dropped.column,
+                          "edit dropped: it overlaps an edit of " + c.kept.ruleId +
+                              "; review this line by hand"});
+    r.text = applyEdits(file.original, r.merged.edits);
+    rendered.emplace(path, std::move(r));
+  }
+
+  // Write.
+  std::vector<std::string> written;
+  if (toStdout) {
+    llvm::outs() << rendered.at(files.front()).text;
+  } else {
+    for (const auto& [path, r] : rendered) {
+      bool isInput = std::find(files.begin(), files.end(), path) != files.end();
+      if (inPlace && r.merged.edits.empty()) continue;
+      if (!isInput && r.merged.edits.empty()) continue;
+      std::string target = inPlace ? path : outRoot + "/" + relativeTo(path, root);
+      std::string problem = writeFileAtomically(target, r.text);
+      if (!problem.empty()) return fail(problem);
+      written.push_back(target);
+    }
+    if (emitCMake) {
+      std::vector<std::string> relativeSources;
+      for (const std::string& f : files) relativeSources.push_back(relativeTo(f, root));
+      std::string problem = writeFileAtomically(outRoot + "/CMakeLists.txt", cmakeFor(relativeSources));
+      if (!problem.empty()) return fail(problem);
+    }
+  }
+
+  for (const Finding& f : findings)
+    llvm::errs() << f.file << ":" << f.line << ":" << f.column << ": warning: " << f.message << " ["
+                 << f.ruleId << "]\n";
+  if (!quiet) {
+    for (const auto& [path, r] : rendered) {
+      std::map<std::string, int> perRule;
+      for (const TextEdit& e : r.merged.edits) ++perRule[e.ruleId];
+      llvm::errs() << "fabricize: " << relativeTo(path, root) << ": " << r.merged.edits.size() << " edits";
+      const char* separator = " (";
+      for (const auto& [id, count] : perRule) {
+        llvm::errs() << separator << id << " " << count;
+        separator = ", ";
+      }
+      llvm::errs() << (perRule.empty() ? "" : ")") << "\n";
+    }
+    if (!findings.empty()) llvm::errs() << "fabricize: " << findings.size() << " findings need a person\n";
+  }
+
+  if (!reportPath.empty()) {
+    nlohmann::json report = {{"root", root}, {"files", nlohmann::json::array()},
+                             {"findings", nlohmann::json::array()}};
+    for (const auto& [path, r] : rendered) {
+      nlohmann::json file = {{"path", path}, {"edits", nlohmann::json::array()}};
+      for (const TextEdit& e : r.merged.edits)
+        file["edits"].push_back({{"rule", e.ruleId}, {"line", e.line}, {"column", e.column},
+                                 {"offset", e.offset}, {"length", e.length},
+                                 {"replacement", e.replacement}, {"explanation", e.explanation}});
+      report["files"].push_back(file);
+    }
+    for (const Finding& f : findings)
+      report["findings"].push_back({{"rule", f.ruleId}, {"path", f.file}, {"line", f.line},
+                                    {"column", f.column}, {"message", f.message}});
+    std::string problem = writeFileAtomically(reportPath, report.dump(2) + "\n");
+    if (!problem.empty()) return fail(problem);
+  }
+  return findings.empty() ? kMigrated : kFindings;
+}
