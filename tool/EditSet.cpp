@@ -18,6 +18,19 @@ void lineAndColumn(const std::string& text, unsigned offset, unsigned& line, uns
   }
 }
 
+void matchLineEndings(const std::string& text, std::vector<TextEdit>& edits) {
+  size_t firstNewline = text.find('\n');
+  if (firstNewline == std::string::npos || firstNewline == 0 || text[firstNewline - 1] != '\r') return;
+  for (TextEdit& e : edits) {
+    std::string converted;
+    for (size_t i = 0; i < e.replacement.size(); ++i) {
+      if (e.replacement[i] == '\n' && (i == 0 || e.replacement[i - 1] != '\r')) converted += '\r';
+      converted += e.replacement[i];
+    }
+    e.replacement = std::move(converted);
+  }
+}
+
 TextEdit widenRemovalToLine(const std::string& text, TextEdit edit) {
   if (!edit.replacement.empty() || edit.length == 0) return edit;
   size_t begin = edit.offset, end = edit.offset + edit.length;

@@ -40,6 +40,10 @@ std::string applyEdits(const std::string& text, const std::vector<TextEdit>& sor
 // the top. Returns no edit when the header is already included.
 bool includeInsertion(const std::string& text, const std::string& header, TextEdit& out);
 
+// Replacement text uses '\n'; a file written with CRLF line endings gets
+// CRLF in the inserted text too.
+void matchLineEndings(const std::string& text, std::vector<TextEdit>& edits);
+
 // 1-based line and column of `offset` in `text`.
 void lineAndColumn(const std::string& text, unsigned offset, unsigned& line, unsigned& column);
 

@@ -236,6 +236,7 @@ int main(int argc, const char** argv) {
       findings.push_back({c.dropped.ruleId, path, c.dropped.line, c.dropped.column,
                           "edit dropped: it overlaps an edit of " + c.kept.ruleId +
                               "; review this line by hand"});
+    matchLineEndings(file.original, r.merged.edits);
     r.text = applyEdits(file.original, r.merged.edits);
     rendered.emplace(path, std::move(r));
   }
