@@ -85,7 +85,11 @@ Stencil topStatement(std::string id, std::string statement) {
                  -> llvm::Expected<std::string> {
     llvm::Expected<TopOfBlock> top = topOfBlock(result, id);
     if (!top) return top.takeError();
-    return top->onOwnLine ? top->indent + statement + "\n" : statement + " ";
+    // Continuation lines keep their place relative to the block's indentation.
+    std::string text = statement;
+    for (size_t at = text.find('\n'); at != std::string::npos; at = text.find('\n', at + 1))
+      text.insert(at + 1, top->indent);
+    return top->onOwnLine ? top->indent + text + "\n" : text + " ";
   });
 }
 
@@ -112,7 +116,18 @@ std::string optionsExpression(const FabricOptions& options) {
 }
 
 std::string fabricDeclaration(const FabricOptions& options) {
-  return "fabric::Fabric fabric(" + optionsExpression(options) + ");";
+  // Short enough for one line, or broken like the docs write it: the
+  // hardware choice, then the training choice, aligned under Options.
+  const std::string head = "fabric::Fabric fabric(";
+  std::string whole = head + optionsExpression(options) + ");";
+  if (whole.size() <= 90) return whole;
+  std::string devices = isInteger(options.devices) ? ".devices(" + options.devices + ")"
+                                                   : ".devices(\"" + options.devices + "\")";
+  std::string text = head + "fabric::Options().accelerator(\"" + options.accelerator + "\")" + devices;
+  if (!options.num_nodes.empty()) text += ".num_nodes(" + options.num_nodes + ")";
+  text += "\n" + std::string(head.size() + 4, ' ') + ".strategy(\"" + options.strategy + "\").precision(\"" +
+          options.precision + "\"));";
+  return text;
 }
 
 }  // namespace fabricize::edits

@@ -24,12 +24,14 @@ int helper() { return 1; }
 // The Fabric is constructed and launched at the top of main, above the
 // comment that belongs to the first statement.
 // CHECK: {{^}}int main(int argc, char** argv) {
-// CHECK-NEXT: {{^  }}fabric::Fabric fabric(fabric::Options().accelerator("auto").devices("auto").strategy("ddp").precision("32-true"));
+// CHECK-NEXT: {{^  }}fabric::Fabric fabric(fabric::Options().accelerator("auto").devices("auto"){{$}}
+// CHECK-NEXT: {{^                            }}.strategy("ddp").precision("32-true"));
 // CHECK-NEXT: {{^  }}fabric.launch();
 // CHECK-NEXT: {{^  }}// Seed first.
 // CHECK-NEXT: {{^  }}torch::manual_seed(0);
-// OPTS: {{^  }}fabric::Fabric fabric(fabric::Options().accelerator("cpu").devices(2).strategy("ddp").precision("32-true").num_nodes(1));
-// LIST: {{^  }}fabric::Fabric fabric(fabric::Options().accelerator("auto").devices("0,2").strategy("ddp").precision("32-true"));
+// OPTS: {{^  }}fabric::Fabric fabric(fabric::Options().accelerator("cpu").devices(2).num_nodes(1){{$}}
+// OPTS-NEXT: {{^                            }}.strategy("ddp").precision("32-true"));
+// LIST: {{^  }}fabric::Fabric fabric(fabric::Options().accelerator("auto").devices("0,2"){{$}}
 int main(int argc, char** argv) {
   // Seed first.
   torch::manual_seed(0);

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Sets up a Debian 12 machine for fabricize, builds everything, and runs the
+# main job: migrate examples/sine_regression with fabricize, build the result
+# against the Fabric runtime, train it with 2 processes on CPU.
+#
+#   scripts/setup.sh            install what is missing, build, run the demo
+#   scripts/setup.sh --no-demo  install and build only
+#
+# Everything comes from Debian's packages; nothing else is downloaded.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PACKAGES=(
+  cmake ninja-build g++ python3
+  llvm-19-dev libclang-19-dev clang-19 llvm-19-tools  # the tool, lit, FileCheck
+  libtorch-dev                                        # LibTorch 1.13 with c10d and Gloo
+  libopenblas0-pthread                                # several times faster CPU training than reference BLAS
+  nlohmann-json3-dev libfmt-dev libgtest-dev
+)
+
+missing=()
+for package in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
+done
+if ((${#missing[@]})); then
+  sudo=""
+  if [ "$(id -u)" -ne 0 ]; then sudo="sudo"; fi
+  echo "setup: installing ${missing[*]}"
+  $sudo apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+jobs=$(nproc)
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release
+cmake --build build -j "$jobs"
+
+if [ "${1:-}" != "--no-demo" ]; then
+  scripts/demo.sh
+fi
