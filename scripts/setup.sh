@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.."
 PACKAGES=(
   cmake ninja-build g++ python3
   llvm-19-dev libclang-19-dev clang-19 llvm-19-tools  # the tool, lit, FileCheck
-  libtorch-dev                                        # LibTorch 1.13 with c10d and Gloo
+  libtorch-dev libgloo-dev                            # LibTorch 1.13 with c10d; c10d's Gloo headers
   libopenblas0-pthread                                # several times faster CPU training than reference BLAS
   nlohmann-json3-dev libfmt-dev libgtest-dev
 )
@@ -31,7 +31,7 @@ if ((${#missing[@]})); then
 fi
 
 jobs=$(nproc)
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DFABRIC_BUILD_RUNTIME=ON -DFABRIC_BUILD_TOOL=ON -DFABRIC_BUILD_TESTS=ON
 cmake --build build -j "$jobs"
 
 if [ "${1:-}" != "--no-demo" ]; then

@@ -56,6 +56,27 @@ cl::opt<bool> quiet("quiet", cl::desc("No summary on stderr"), cl::cat(category)
 
 constexpr int kMigrated = 0, kFindings = 1, kError = 2;
 
+// A compile_commands.json found above the sources is used for the files it
+// lists; a file it does not list (its command would only be guessed from a
+// neighbour's) is parsed as a LibTorch program instead.
+class DetectedOrDefaultDatabase : public clang::tooling::CompilationDatabase {
+ public:
+  DetectedOrDefaultDatabase(std::unique_ptr<clang::tooling::CompilationDatabase> detected,
+                            std::unique_ptr<clang::tooling::CompilationDatabase> defaults)
+      : detected_(std::move(detected)), defaults_(std::move(defaults)) {}
+
+  std::vector<clang::tooling::CompileCommand> getCompileCommands(llvm::StringRef file) const override {
+    if (detected_) {
+      auto commands = detected_->getCompileCommands(file);
+      if (!commands.empty() && commands.front().Heuristic.empty()) return commands;
+    }
+    return defaults_->getCompileCommands(file);
+  }
+
+ private:
+  std::unique_ptr<clang::tooling::CompilationDatabase> detected_, defaults_;
+};
+
 int fail(const std::string& message) {
   llvm::errs() << "fabricize: error: " << message << "\n";
   return kError;
@@ -94,6 +115,18 @@ bool isPlainValue(const std::string& value) {
 
 std::string relativeTo(const std::string& path, const std::string& root) {
   return path.substr(root.size() + 1);
+}
+
+// The runtime's headers, so that migrated code parses: next to an installed
+// fabricize (<prefix>/include), else in the source tree it was built from.
+std::string runtimeIncludeDir(const char* argv0) {
+  std::string exe = llvm::sys::fs::getMainExecutable(argv0, reinterpret_cast<void*>(&runtimeIncludeDir));
+  llvm::SmallString<256> installed(llvm::sys::path::parent_path(llvm::sys::path::parent_path(exe)));
+  llvm::sys::path::append(installed, "include");
+  llvm::SmallString<256> header(installed);
+  llvm::sys::path::append(header, "fabric", "fabric.h");
+  if (llvm::sys::fs::exists(header)) return std::string(installed);
+  return FABRIC_RUNTIME_INCLUDE_DIR;
 }
 
 std::string cmakeFor(const std::vector<std::string>& relativeSources) {
@@ -183,17 +216,16 @@ int main(int argc, const char** argv) {
     database = clang::tooling::CompilationDatabase::loadFromDirectory(buildPath, error);
     if (!database) return fail("cannot read compile_commands.json in " + buildPath + ": " + error);
   } else {
-    database = clang::tooling::CompilationDatabase::autoDetectFromSource(files.front(), error);
-    if (!database) {
-      std::vector<std::string> defaults = {FABRIC_DEFAULT_COMPILE_FLAGS};
-      database = std::make_unique<clang::tooling::FixedCompilationDatabase>(".", defaults);
-    }
+    std::vector<std::string> defaults = {FABRIC_DEFAULT_COMPILE_FLAGS};
+    database = std::make_unique<DetectedOrDefaultDatabase>(
+        clang::tooling::CompilationDatabase::autoDetectFromSource(files.front(), error),
+        std::make_unique<clang::tooling::FixedCompilationDatabase>(".", defaults));
   }
 
   EngineOptions engineOptions;
   engineOptions.projectRoot = root;
   engineOptions.resourceDir = FABRIC_CLANG_RESOURCE_DIR;
-  engineOptions.extraArguments = {"-w", "-isystem", FABRIC_RUNTIME_INCLUDE_DIR};
+  engineOptions.extraArguments = {"-w", "-isystem", runtimeIncludeDir(argv[0])};
   EngineResult result = runRules(catalogue, *database, files, engineOptions);
   if (!result.failedSources.empty()) {
     for (const std::string& f : result.failedSources)

@@ -1,0 +1,82 @@
+// fabric::Options: how a Fabric runs (accelerator, devices, nodes, strategy,
+// precision, timeout). Setters validate at once and throw
+// std::invalid_argument with the valid values and the nearest match.
+#pragma once
+
+#include <chrono>
+#include <initializer_list>
+#include <string>
+#include <vector>
+
+namespace fabric {
+
+// Which devices this node uses, as the user wrote it. Resolved against the
+// accelerator when the Fabric is constructed.
+struct DeviceSelection {
+  enum class Kind {
+    Auto,        // "auto": CPU -> 1 process, CUDA -> every visible GPU
+    AllVisible,  // -1 / "-1": CPU -> 1 process, CUDA -> every visible GPU
+    Count,       // n >= 1 processes on this node
+    Ids,         // explicit device indices, one process each
+  };
+  Kind kind = Kind::Auto;
+  int count = 0;         // Kind::Count only
+  std::vector<int> ids;  // Kind::Ids only
+
+  // Number of processes on this node given how many devices are visible
+  // (CPU: pass 1; a CPU "count" still spawns that many processes).
+  int process_count(int visible_devices) const;
+  // "auto", "-1", "2" or "0,2"; parse_devices(to_string()) round-trips.
+  std::string to_string() const;
+};
+
+// Parses "auto", "-1", "2", "0,2", "1," (a one-element list), "[0, 2]".
+// Throws std::invalid_argument on anything else.
+DeviceSelection parse_devices(const std::string& spec);
+
+class Options {
+ public:
+  Options() = default;
+
+  // "cpu" | "cuda" | "gpu" (= "cuda") | "auto"
+  Options& accelerator(std::string value);
+  // n >= 1, or -1 for every visible device (on CPU: 1 process).
+  Options& devices(int count);
+  // "auto", "-1", "2", "0,2"
+  Options& devices(std::string spec);
+  Options& devices(std::vector<int> ids);
+  // devices({0, 2}) picks this overload (a braced list would otherwise be
+  // ambiguous between std::string and std::vector<int>).
+  Options& devices(std::initializer_list<int> ids);
+  Options& num_nodes(int count);
+  // "ddp" | "auto" | "single_device" (alias "single-device")
+  Options& strategy(std::string value);
+  // "32-true" (alias "32")
+  Options& precision(std::string value);
+  // Rendezvous and collective timeout; default 30 minutes.
+  Options& timeout(std::chrono::milliseconds value);
+
+  // Applies Lightning's CLI variables when they are set: LT_ACCELERATOR,
+  // LT_DEVICES, LT_STRATEGY, LT_PRECISION, LT_NUM_NODES. They override what
+  // the code chose. The Fabric constructor calls this.
+  Options& override_from_environment();
+
+  // Canonical values: accelerator "cpu"/"cuda"/"auto"; strategy
+  // "auto"/"ddp"/"single_device"; precision "32-true".
+  const std::string& accelerator() const noexcept { return accelerator_; }
+  const DeviceSelection& devices() const noexcept { return devices_; }
+  int num_nodes() const noexcept { return num_nodes_; }
+  const std::string& strategy() const noexcept { return strategy_; }
+  const std::string& precision() const noexcept { return precision_; }
+  std::chrono::milliseconds timeout() const noexcept { return timeout_; }
+
+ private:
+  std::string accelerator_ = "auto";
+  DeviceSelection devices_;
+  int num_nodes_ = 1;
+  std::string strategy_ = "auto";
+  std::string precision_ = "32-true";
+  std::chrono::milliseconds timeout_ = std::chrono::minutes(30);
+};
+
+} // namespace fabric

@@ -1,0 +1,164 @@
+// Everything that differs between LibTorch 1.13 and 2.x in the c10d API the
+// runtime uses, in one place. Only the 1.13 branch is compiled on the
+// development machine; the 2.x branches follow PyTorch's sources.
+//
+//  - 1.13: ProcessGroupGloo/NCCL *are* c10d::ProcessGroups.
+//    2.x:  they derive from c10d::Backend; a c10d::ProcessGroup holds them
+//          per device type (setBackend) and the Reducer takes the group.
+//  - c10d::ProcessGroup's constructor took ProcessGroup::Options up to ~2.5
+//    and (store, rank, size) afterwards.
+//  - c10d::Reducer: 1.13..2.7 take per_bucket_size_limits after the bucket
+//    indices; ~2.8 dropped it and appended skip_all_reduce_unused_params and
+//    use_python_reducer; later versions append bucket_bytes_cap_list (and a
+//    defaulted batched_grad_copy).
+// Within 2.x the constructor variants are picked by what compiles
+// (std::is_constructible), not by version numbers, which are only known
+// approximately.
+#pragma once
+
+#include <torch/version.h>
+
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <torch/csrc/distributed/c10d/comm.hpp>
+#include <torch/csrc/distributed/c10d/reducer.hpp>
+#ifdef USE_C10D_NCCL
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#endif
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#define FABRIC_TORCH_AT_LEAST(major, minor) \
+  (TORCH_VERSION_MAJOR > (major) ||         \
+   (TORCH_VERSION_MAJOR == (major) && TORCH_VERSION_MINOR >= (minor)))
+
+namespace fabric {
+namespace detail {
+namespace c10d_compat {
+
+using ProcessGroupPtr = c10::intrusive_ptr<c10d::ProcessGroup>;
+using StorePtr = c10::intrusive_ptr<c10d::Store>;
+using GlooDevice = std::shared_ptr<::gloo::transport::Device>;
+
+#if FABRIC_TORCH_AT_LEAST(2, 0)
+
+template <class Group, class = void>
+struct has_set_default_backend : std::false_type {};
+template <class Group>
+struct has_set_default_backend<
+    Group, std::void_t<decltype(std::declval<Group&>().setDefaultBackend(
+               Group::BackendType::GLOO))>> : std::true_type {};
+
+// A ProcessGroup that routes collectives on `device_type` tensors to `backend`.
+template <class Group = c10d::ProcessGroup>
+ProcessGroupPtr wrap_backend(const StorePtr& store, int rank, int size,
+                             c10::intrusive_ptr<c10d::Backend> backend,
+                             c10::DeviceType device_type,
+                             typename Group::BackendType backend_type,
+                             const std::string& backend_name,
+                             std::chrono::milliseconds timeout) {
+  c10::intrusive_ptr<Group> group;
+  if constexpr (std::is_constructible<Group, const StorePtr&, int, int>::value) {
+    group = c10::make_intrusive<Group>(store, rank, size);
+  } else {
+    auto options = c10::make_intrusive<typename Group::Options>(backend_name, timeout);
+    group = c10::make_intrusive<Group>(store, rank, size, options);
+  }
+  if constexpr (has_set_default_backend<Group>::value) {
+    group->setDefaultBackend(backend_type);
+  }
+  group->setBackend(device_type, backend_type, backend);
+  return group;
+}
+
+#endif
+
+inline ProcessGroupPtr make_gloo_group(const StorePtr& store, int rank, int size,
+                                       std::chrono::milliseconds timeout, GlooDevice device) {
+  auto options = c10d::ProcessGroupGloo::Options::create(timeout);
+  options->devices.push_back(std::move(device));
+  auto gloo = c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, size, options);
+#if FABRIC_TORCH_AT_LEAST(2, 0)
+  return wrap_backend(store, rank, size, c10::static_intrusive_pointer_cast<c10d::Backend>(gloo),
+                      c10::DeviceType::CPU, c10d::ProcessGroup::BackendType::GLOO, "gloo",
+                      timeout);
+#else
+  return gloo;
+#endif
+}
+
+#ifdef USE_C10D_NCCL
+inline ProcessGroupPtr make_nccl_group(const StorePtr& store, int rank, int size,
+                                       std::chrono::milliseconds timeout) {
+  auto options = c10d::ProcessGroupNCCL::Options::create();
+  options->timeout = timeout;
+  auto nccl = c10::make_intrusive<c10d::ProcessGroupNCCL>(store, rank, size, options);
+#if FABRIC_TORCH_AT_LEAST(2, 0)
+  return wrap_backend(store, rank, size, c10::static_intrusive_pointer_cast<c10d::Backend>(nccl),
+                      c10::DeviceType::CUDA, c10d::ProcessGroup::BackendType::NCCL, "nccl",
+                      timeout);
+#else
+  return nccl;
+#endif
+}
+#endif
+
+// The Reducer PyTorch's DistributedDataParallel builds with its defaults
+// (no unused parameters, gradients copied out of the buckets).
+template <class Reducer = c10d::Reducer>
+std::unique_ptr<Reducer> make_reducer(std::vector<at::Tensor> params,
+                                      std::vector<std::vector<size_t>> bucket_indices,
+                                      std::vector<size_t> per_bucket_size_limits,
+                                      ProcessGroupPtr group, int64_t bucket_bytes_cap,
+                                      int64_t first_bucket_bytes_cap) {
+  std::vector<bool> expect_sparse_gradients(params.size(), false);
+  std::unordered_map<size_t, std::string> param_names;
+  constexpr bool find_unused_parameters = false;
+  constexpr bool gradient_as_bucket_view = false;
+  using Tensors = std::vector<at::Tensor>;
+  using Buckets = std::vector<std::vector<size_t>>;
+  using Names = std::unordered_map<size_t, std::string>;
+  if constexpr (std::is_constructible<Reducer, Tensors, Buckets, std::vector<size_t>,
+                                      ProcessGroupPtr, std::vector<bool>, int64_t, bool, bool,
+                                      Names, int64_t>::value) {
+    // 1.13 .. ~2.7
+    return std::make_unique<Reducer>(std::move(params), std::move(bucket_indices),
+                                     std::move(per_bucket_size_limits), std::move(group),
+                                     std::move(expect_sparse_gradients), bucket_bytes_cap,
+                                     find_unused_parameters, gradient_as_bucket_view,
+                                     std::move(param_names), first_bucket_bytes_cap);
+  } else if constexpr (std::is_constructible<Reducer, Tensors, Buckets, ProcessGroupPtr,
+                                             std::vector<bool>, int64_t, bool, bool, Names,
+                                             int64_t, bool, bool>::value) {
+    // ~2.8: the Reducer re-derives the size limits from the caps.
+    return std::make_unique<Reducer>(std::move(params), std::move(bucket_indices),
+                                     std::move(group), std::move(expect_sparse_gradients),
+                                     bucket_bytes_cap, find_unused_parameters,
+                                     gradient_as_bucket_view, std::move(param_names),
+                                     first_bucket_bytes_cap,
+                                     /*skip_all_reduce_unused_params=*/false,
+                                     /*use_python_reducer=*/false);
+  } else {
+    // Newer: an explicit list of bucket caps, first bucket first.
+    std::vector<int64_t> bucket_bytes_cap_list{first_bucket_bytes_cap, bucket_bytes_cap};
+    return std::make_unique<Reducer>(std::move(params), std::move(bucket_indices),
+                                     std::move(group), std::move(expect_sparse_gradients),
+                                     bucket_bytes_cap, find_unused_parameters,
+                                     gradient_as_bucket_view, std::move(param_names),
+                                     first_bucket_bytes_cap,
+                                     /*skip_all_reduce_unused_params=*/false,
+                                     /*use_python_reducer=*/false,
+                                     std::move(bucket_bytes_cap_list));
+  }
+}
+
+} // namespace c10d_compat
+} // namespace detail
+} // namespace fabric

@@ -1,0 +1,477 @@
+#include "launcher.h"
+
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <system_error>
+#include <thread>
+#include <vector>
+
+extern char** environ;
+
+namespace fabric {
+namespace detail {
+namespace {
+
+// Names the child's end of its socketpair with rank 0.
+constexpr const char* kChannelVariable = "FABRIC_LAUNCHER_FD";
+// Sent by a child once it has joined the process group.
+constexpr char kJoinedByte = 'J';
+
+std::optional<long> integer_variable(const char* name) {
+  const char* text = std::getenv(name);
+  if (text == nullptr || *text == '\0') return std::nullopt;
+  char* end = nullptr;
+  errno = 0;
+  const long value = std::strtol(text, &end, 10);
+  if (errno != 0 || end == text) return std::nullopt;
+  return value;
+}
+
+std::string string_variable(const char* name, const std::string& fallback = "") {
+  const char* text = std::getenv(name);
+  return text != nullptr && *text != '\0' ? std::string(text) : fallback;
+}
+
+// One write(2) per line, so that lines of different ranks never interleave.
+void write_stderr_line(std::string text) {
+  text += '\n';
+  const char* data = text.data();
+  std::size_t left = text.size();
+  while (left > 0) {
+    const ssize_t written = ::write(STDERR_FILENO, data, left);
+    if (written < 0 && errno == EINTR) continue;
+    if (written <= 0) return;
+    data += written;
+    left -= static_cast<std::size_t>(written);
+  }
+}
+
+// Before _exit(): keep what the program already printed. Only if nobody holds
+// stdout, since the thread that does may be blocked for good.
+void flush_stdout_if_free() {
+  if (ftrylockfile(stdout) == 0) {
+    fflush_unlocked(stdout);
+    funlockfile(stdout);
+  }
+}
+
+std::string describe_exit(int rank, pid_t pid, const siginfo_t& info, bool status_known) {
+  std::string text = "rank " + std::to_string(rank) + " (pid " + std::to_string(pid) + ")";
+  if (!status_known) return text + " ended with an unknown status";
+  if (info.si_code == CLD_EXITED) return text + " exited with code " + std::to_string(info.si_status);
+  const char* name = strsignal(info.si_status);
+  return text + " was killed by signal " + std::to_string(info.si_status) +
+         (name != nullptr ? " (" + std::string(name) + ")" : std::string());
+}
+
+// Helper threads run with all signals blocked, so that SIGINT/SIGTERM keep
+// going to the program's own threads.
+template <class Function>
+std::thread start_thread_with_signals_blocked(Function&& function) {
+  sigset_t all;
+  sigset_t previous;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, &previous);
+  std::thread thread(std::forward<Function>(function));
+  pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+  return thread;
+}
+
+std::vector<std::string> own_command_line() {
+  std::ifstream file("/proc/self/cmdline", std::ios::binary);
+  const std::string all((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  std::vector<std::string> arguments;
+  std::size_t start = 0;
+  while (start < all.size()) {
+    const std::size_t end = all.find('\0', start);
+    arguments.push_back(all.substr(start, end == std::string::npos ? std::string::npos : end - start));
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+  if (arguments.empty()) throw std::runtime_error("fabric: cannot read /proc/self/cmdline");
+  return arguments;
+}
+
+struct Child {
+  int global_rank = 0;
+  pid_t pid = -1;
+  int channel = -1;  // rank 0's end of the socketpair
+  bool exited = false;
+  std::thread watcher;
+};
+
+// Process-wide launch state. Deliberately leaked: watcher threads may still
+// run while static destructors do, and must never see a destroyed object.
+class LaunchState {
+ public:
+  static LaunchState& instance() {
+    static LaunchState* state = new LaunchState();
+    return *state;
+  }
+
+  // ---- rank 0 ----
+  void start_children(const ProcessPlacement& self) {
+    const std::vector<std::string> arguments = own_command_line();
+    for (int local_rank = 1; local_rank < self.local_world_size; ++local_rank) {
+      auto child = std::make_unique<Child>();
+      child->global_rank = self.node_rank * self.local_world_size + local_rank;
+      spawn(*child, self, local_rank, arguments);
+      Child* watched = child.get();
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        supervising_ = true;
+        children_.push_back(std::move(child));
+      }
+      watched->watcher = start_thread_with_signals_blocked([this, watched] { watch(*watched); });
+    }
+  }
+
+  // ---- child ----
+  void listen_to_rank_zero(int global_rank) {
+    const auto fd = integer_variable(kChannelVariable);
+    if (!fd) return;
+    channel_ = static_cast<int>(*fd);
+    rank_ = global_rank;
+    // Programs this rank starts itself must not hold the channel open.
+    ::fcntl(channel_, F_SETFD, FD_CLOEXEC);
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      listening_ = true;
+    }
+    start_thread_with_signals_blocked([this] { listen(); }).detach();
+    // The fork set PR_SET_PDEATHSIG=SIGKILL to cover the time until now. From
+    // here on rank 0's death shows up as EOF on the channel, and the listener
+    // reports it; a SIGKILL arriving at the same moment would kill this rank
+    // before it could say why, so it is switched off.
+    ::prctl(PR_SET_PDEATHSIG, 0);
+  }
+
+  void report_joined() {
+    if (channel_ < 0) return;
+    ::send(channel_, &kJoinedByte, 1, MSG_NOSIGNAL);
+  }
+
+  // ---- both ----
+  bool wait_for_known_failure(std::chrono::milliseconds patience) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (!supervising_ && !listening_) return false;
+    return changed_.wait_for(lock, patience, [this] { return failure_; });
+  }
+
+  void finish(bool unwinding) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    finished_ = true;
+    if (!supervising_) return;
+    if (unwinding && !failure_) {
+      deliberate_stop_ = true;
+      lock.unlock();
+      stop_children("rank 0 raised an exception");
+      lock.lock();
+    }
+    lock.unlock();
+    // A watcher that found a failure ends the process instead of returning.
+    for (auto& child : children_) {
+      if (child->watcher.joinable()) child->watcher.join();
+    }
+    lock.lock();
+    for (auto& child : children_) {
+      if (child->channel >= 0) ::close(child->channel);
+      child->channel = -1;
+    }
+  }
+
+ private:
+  LaunchState() = default;
+
+  void spawn(Child& child, const ProcessPlacement& self, int local_rank,
+             const std::vector<std::string>& arguments) {
+    int ends[2];
+    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ends) != 0) {
+      throw std::system_error(errno, std::generic_category(), "fabric: socketpair");
+    }
+    const int parent_end = ends[0];
+    const int child_end = ends[1];
+
+    // Everything the child needs is built before fork(): between fork and
+    // exec a multithreaded process may only make async-signal-safe calls.
+    std::vector<std::string> environment;
+    static const char* const kReplaced[] = {"RANK",        "LOCAL_RANK",       "WORLD_SIZE",
+                                            "LOCAL_WORLD_SIZE", "NODE_RANK", "GROUP_RANK",
+                                            "MASTER_ADDR", "MASTER_PORT",      kChannelVariable};
+    for (char** entry = environ; entry != nullptr && *entry != nullptr; ++entry) {
+      const std::string variable(*entry);
+      const std::string name = variable.substr(0, variable.find('='));
+      bool replaced = false;
+      for (const char* candidate : kReplaced) replaced = replaced || name == candidate;
+      if (!replaced) environment.push_back(variable);
+    }
+    const auto assign = [&environment](const char* name, const std::string& value) {
+      environment.push_back(std::string(name) + "=" + value);
+    };
+    assign("RANK", std::to_string(child.global_rank));
+    assign("LOCAL_RANK", std::to_string(local_rank));
+    assign("WORLD_SIZE", std::to_string(self.world_size));
+    assign("LOCAL_WORLD_SIZE", std::to_string(self.local_world_size));
+    assign("NODE_RANK", std::to_string(self.node_rank));
+    assign("GROUP_RANK", std::to_string(self.node_rank));
+    assign("MASTER_ADDR", self.master_addr);
+    assign("MASTER_PORT", std::to_string(self.master_port));
+    assign(kChannelVariable, std::to_string(child_end));
+
+    std::vector<char*> argv;
+    for (const auto& argument : arguments) argv.push_back(const_cast<char*>(argument.c_str()));
+    argv.push_back(nullptr);
+    std::vector<char*> envp;
+    for (const auto& variable : environment) envp.push_back(const_cast<char*>(variable.c_str()));
+    envp.push_back(nullptr);
+    const std::string exec_failure = "fabric: rank " + std::to_string(child.global_rank) +
+                                     ": cannot execute /proc/self/exe\n";
+    const pid_t parent = ::getpid();
+
+    const pid_t pid = ::fork();
+    if (pid < 0) {
+      const int error = errno;
+      ::close(parent_end);
+      ::close(child_end);
+      throw std::system_error(error, std::generic_category(), "fabric: fork");
+    }
+    if (pid == 0) {
+      // Last resort against orphans until the child's listener runs.
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (::getppid() != parent) ::_exit(1);
+      ::fcntl(child_end, F_SETFD, 0);  // the one descriptor exec keeps
+      ::execve("/proc/self/exe", argv.data(), envp.data());
+      ssize_t ignored = ::write(STDERR_FILENO, exec_failure.data(), exec_failure.size());
+      (void)ignored;
+      ::_exit(127);
+    }
+    ::close(child_end);
+    child.pid = pid;
+    child.channel = parent_end;
+  }
+
+  void watch(Child& child) {
+    siginfo_t info{};
+    int result;
+    // WNOWAIT: the child stays a zombie until marked as exited, so that a
+    // kill() from stop_children can never hit a recycled pid.
+    do {
+      result = ::waitid(P_PID, static_cast<id_t>(child.pid), &info, WEXITED | WNOWAIT);
+    } while (result != 0 && errno == EINTR);
+    const bool status_known = result == 0;
+
+    bool joined = false;
+    if (status_known && info.si_code == CLD_EXITED && info.si_status == 0) {
+      char byte = 0;
+      joined = ::recv(child.channel, &byte, 1, MSG_DONTWAIT) == 1 && byte == kJoinedByte;
+    }
+    std::string reason;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      child.exited = true;
+      ::waitpid(child.pid, nullptr, WNOHANG);  // reap
+      changed_.notify_all();
+      const bool clean = status_known && info.si_code == CLD_EXITED && info.si_status == 0;
+      if (failure_ || deliberate_stop_ || (clean && joined)) return;
+      failure_ = true;
+      reason = describe_exit(child.global_rank, child.pid, info, status_known);
+      if (clean) reason += " before joining the process group";
+    }
+    changed_.notify_all();
+    stop_job(reason);
+  }
+
+  [[noreturn]] void stop_job(const std::string& reason) {
+    write_stderr_line("fabric: " + reason + "; stopping all ranks");
+    stop_children(reason);
+    flush_stdout_if_free();
+    ::_exit(1);
+  }
+
+  // Tells every running child why, waits for them to exit on their own (so
+  // their message gets out), then SIGTERM, then SIGKILL.
+  void stop_children(const std::string& reason) {
+    const std::string message = reason + "\n";
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      for (auto& child : children_) {
+        if (child->exited || child->channel < 0) continue;
+        ::send(child->channel, message.data(), message.size(), MSG_NOSIGNAL);
+        ::shutdown(child->channel, SHUT_WR);
+      }
+    }
+    const auto all_exited = [this] {
+      for (auto& child : children_) {
+        if (!child->exited) return false;
+      }
+      return true;
+    };
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (changed_.wait_for(lock, std::chrono::seconds(3), all_exited)) return;
+    for (int signal_number : {SIGTERM, SIGKILL}) {
+      for (auto& child : children_) {
+        if (!child->exited) ::kill(child->pid, signal_number);
+      }
+      if (changed_.wait_for(lock, std::chrono::seconds(2), all_exited)) return;
+    }
+  }
+
+  void listen() {
+    std::string message;
+    char buffer[512];
+    for (;;) {
+      const ssize_t received = ::read(channel_, buffer, sizeof buffer);
+      if (received > 0) {
+        message.append(buffer, static_cast<std::size_t>(received));
+        if (message.find('\n') != std::string::npos) break;
+      } else if (received < 0 && errno == EINTR) {
+        continue;
+      } else {
+        break;  // EOF: rank 0 is gone
+      }
+    }
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (finished_) return;  // this rank is done; rank 0 may exit as it likes
+      failure_ = true;
+    }
+    changed_.notify_all();
+    const auto newline = message.find('\n');
+    if (newline != std::string::npos) message.resize(newline);
+    if (message.empty()) message = "rank 0 exited";
+    write_stderr_line("fabric: rank " + std::to_string(rank_) + ": stopping because " + message);
+    flush_stdout_if_free();
+    ::_exit(1);
+  }
+
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::vector<std::unique_ptr<Child>> children_;
+  bool supervising_ = false;     // rank 0 with children
+  bool listening_ = false;       // a child listening to rank 0
+  bool failure_ = false;         // some rank failed; this process is ending
+  bool deliberate_stop_ = false; // rank 0 stops the children itself
+  bool finished_ = false;        // ~Fabric ran
+  int channel_ = -1;             // child: its end of the channel
+  int rank_ = 0;                 // child: its global rank, for messages
+};
+
+// SLURM_NODELIST "node[03-05,07],gpu1" -> "node03" (the first host).
+std::string first_slurm_host(const std::string& nodelist) {
+  std::string entry;
+  int depth = 0;
+  for (char c : nodelist) {
+    if (c == ',' && depth == 0) break;
+    depth += c == '[' ? 1 : c == ']' ? -1 : 0;
+    entry += c;
+  }
+  const auto open = entry.find('[');
+  if (open == std::string::npos) return entry;
+  const std::string range = entry.substr(open + 1);
+  return entry.substr(0, open) + range.substr(0, range.find_first_of(",-]"));
+}
+
+} // namespace
+
+std::optional<ProcessPlacement> placement_from_environment() {
+  ProcessPlacement placement;
+  if (integer_variable("RANK") && integer_variable("WORLD_SIZE")) {
+    placement.global_rank = static_cast<int>(*integer_variable("RANK"));
+    placement.world_size = static_cast<int>(*integer_variable("WORLD_SIZE"));
+    placement.local_rank =
+        static_cast<int>(integer_variable("LOCAL_RANK").value_or(placement.global_rank));
+    placement.local_world_size =
+        static_cast<int>(integer_variable("LOCAL_WORLD_SIZE").value_or(placement.world_size));
+    placement.node_rank = static_cast<int>(
+        integer_variable("GROUP_RANK").value_or(integer_variable("NODE_RANK").value_or(0)));
+    placement.master_addr = string_variable("MASTER_ADDR", "127.0.0.1");
+    placement.master_port = static_cast<int>(integer_variable("MASTER_PORT").value_or(29500));
+    placement.launcher = std::getenv(kChannelVariable) != nullptr ? "fabric" : "torchrun";
+  } else if (integer_variable("SLURM_NTASKS").value_or(1) > 1 && integer_variable("SLURM_PROCID") &&
+             string_variable("SLURM_JOB_NAME") != "bash" &&
+             string_variable("SLURM_JOB_NAME") != "interactive") {
+    // As Lightning: srun started every rank; an interactive allocation did not.
+    placement.global_rank = static_cast<int>(*integer_variable("SLURM_PROCID"));
+    placement.world_size = static_cast<int>(*integer_variable("SLURM_NTASKS"));
+    placement.local_rank = static_cast<int>(integer_variable("SLURM_LOCALID").value_or(0));
+    placement.node_rank = static_cast<int>(integer_variable("SLURM_NODEID").value_or(0));
+    const long nodes = std::max(1L, integer_variable("SLURM_NNODES").value_or(1));
+    placement.local_world_size = static_cast<int>(
+        integer_variable("SLURM_NTASKS_PER_NODE").value_or(placement.world_size / nodes));
+    placement.master_addr =
+        string_variable("MASTER_ADDR", first_slurm_host(string_variable("SLURM_NODELIST")));
+    const std::string job = string_variable("SLURM_JOB_ID", "0");
+    const int default_port =
+        10000 + std::atoi(job.substr(job.size() > 4 ? job.size() - 4 : 0).c_str());
+    placement.master_port = static_cast<int>(integer_variable("MASTER_PORT").value_or(default_port));
+    placement.launcher = "slurm";
+  } else if (integer_variable("OMPI_COMM_WORLD_SIZE").value_or(1) > 1 &&
+             integer_variable("OMPI_COMM_WORLD_RANK")) {
+    placement.global_rank = static_cast<int>(*integer_variable("OMPI_COMM_WORLD_RANK"));
+    placement.world_size = static_cast<int>(*integer_variable("OMPI_COMM_WORLD_SIZE"));
+    placement.local_rank = static_cast<int>(integer_variable("OMPI_COMM_WORLD_LOCAL_RANK").value_or(0));
+    placement.local_world_size = static_cast<int>(
+        integer_variable("OMPI_COMM_WORLD_LOCAL_SIZE").value_or(placement.world_size));
+    placement.node_rank = placement.global_rank / std::max(1, placement.local_world_size);
+    placement.master_addr = string_variable("MASTER_ADDR", "127.0.0.1");
+    placement.master_port = static_cast<int>(integer_variable("MASTER_PORT").value_or(29500));
+    placement.launcher = "mpi";
+  } else {
+    return std::nullopt;
+  }
+  placement.local_world_size = std::max(1, placement.local_world_size);
+  placement.num_nodes =
+      (placement.world_size + placement.local_world_size - 1) / placement.local_world_size;
+  if (placement.world_size < 1 || placement.global_rank < 0 ||
+      placement.global_rank >= placement.world_size || placement.local_rank < 0 ||
+      placement.local_rank >= placement.local_world_size) {
+    throw std::runtime_error("fabric: inconsistent " + placement.launcher +
+                             " environment: rank " + std::to_string(placement.global_rank) +
+                             ", world size " + std::to_string(placement.world_size) +
+                             ", local rank " + std::to_string(placement.local_rank) +
+                             ", local world size " + std::to_string(placement.local_world_size));
+  }
+  return placement;
+}
+
+void start_local_ranks(const ProcessPlacement& self) { LaunchState::instance().start_children(self); }
+
+void watch_launcher_channel(int global_rank) {
+  LaunchState::instance().listen_to_rank_zero(global_rank);
+}
+
+void report_joined() { LaunchState::instance().report_joined(); }
+
+bool wait_for_known_failure(std::chrono::milliseconds patience) {
+  return LaunchState::instance().wait_for_known_failure(patience);
+}
+
+void wait_for_exit_in_progress() {
+  std::this_thread::sleep_for(std::chrono::seconds(15));
+  write_stderr_line("fabric: timed out waiting for the job to stop");
+  flush_stdout_if_free();
+  ::_exit(1);
+}
+
+void finish_launch(bool unwinding) { LaunchState::instance().finish(unwinding); }
+
+} // namespace detail
+} // namespace fabric

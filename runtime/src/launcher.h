@@ -1,0 +1,61 @@
+// Process placement and supervision for Fabric (no LibTorch here).
+//
+// Rank 0 of a job Fabric launches itself forks+execs the program for local
+// ranks 1..N-1. Each child gets one end of a socketpair: rank 0 writes the
+// reason into it when the job must stop, and the child sees EOF when rank 0
+// dies. Rank 0 watches every child with waitid(); the first failure stops all.
+#pragma once
+
+#include <chrono>
+#include <optional>
+#include <string>
+
+namespace fabric {
+namespace detail {
+
+// Where this process sits in the job.
+struct ProcessPlacement {
+  int global_rank = 0;
+  int world_size = 1;
+  int local_rank = 0;
+  int local_world_size = 1;
+  int node_rank = 0;
+  int num_nodes = 1;
+  std::string master_addr = "127.0.0.1";
+  int master_port = 0;  // 0: rank 0 picks a free port (Fabric-launched jobs)
+  // "torchrun", "slurm", "mpi" or "fabric" (a rank Fabric itself started);
+  // empty when this process still has to start the others.
+  std::string launcher;
+};
+
+// Placement from the environment a launcher left: torchrun / Fabric (RANK,
+// WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK or NODE_RANK,
+// MASTER_ADDR, MASTER_PORT), SLURM (SLURM_PROCID, SLURM_NTASKS, ...) or
+// Open MPI (OMPI_COMM_WORLD_*). nullopt when none is present.
+std::optional<ProcessPlacement> placement_from_environment();
+
+// Rank 0 side. Re-executes this program (/proc/self/exe, argv from
+// /proc/self/cmdline, never a shell) for local ranks 1..local_world_size-1
+// of `self`'s node and starts one watcher thread per child.
+void start_local_ranks(const ProcessPlacement& self);
+
+// Child side: when this process was started by start_local_ranks, starts
+// the thread that listens to rank 0 and records this rank for messages.
+void watch_launcher_channel(int global_rank);
+// Child side: tells rank 0 this rank completed the rendezvous, so that a
+// clean exit afterwards is not mistaken for a rank that never joined.
+void report_joined();
+
+// True when a failure elsewhere in the job is known (or becomes known within
+// `patience`); a watcher thread is then already ending this process.
+bool wait_for_known_failure(std::chrono::milliseconds patience);
+// Blocks while a watcher thread finishes the process; exits(1) as a fallback.
+[[noreturn]] void wait_for_exit_in_progress();
+
+// ~Fabric. Rank 0: waits for every child it started; if `unwinding` (an
+// exception is leaving the scope of the Fabric), first tells them to stop.
+// Children: stops reacting to rank 0's exit (this rank is done).
+void finish_launch(bool unwinding);
+
+} // namespace detail
+} // namespace fabric

@@ -1,0 +1,259 @@
+// A Fabric with one process: no process group, identity collectives, and a
+// program that behaves exactly as before migration (same RNG draws, same
+// gradients). Also the to_device customization point.
+#include <fabric/fabric.h>
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+namespace user {
+// A batch type Fabric does not know; ADL finds its to_device.
+struct Batch {
+  torch::Tensor features;
+  std::string name;
+};
+int moves = 0;
+Batch to_device(const Batch& batch, const torch::Device& device) {
+  ++moves;
+  return {batch.features.to(device), batch.name};
+}
+} // namespace user
+
+namespace {
+
+fabric::Options one_cpu_process() { return fabric::Options().accelerator("cpu").devices(1); }
+
+struct IndexDataset : torch::data::datasets::Dataset<IndexDataset> {
+  explicit IndexDataset(size_t count) : count(count) {}
+  torch::data::Example<> get(size_t index) override {
+    return {torch::full({3}, static_cast<float>(index)), torch::tensor(static_cast<int64_t>(index))};
+  }
+  c10::optional<size_t> size() const override { return count; }
+  size_t count;
+};
+
+template <class Loader>
+std::vector<int64_t> indices_of_epochs(Loader& loader, int epochs) {
+  std::vector<int64_t> indices;
+  for (int epoch = 0; epoch < epochs; ++epoch) {
+    for (auto& batch : loader) {
+      for (int64_t i = 0; i < batch.target.size(0); ++i) indices.push_back(batch.target[i].template item<int64_t>());
+    }
+  }
+  return indices;
+}
+
+TEST(SingleProcess, RanksAndDevice) {
+  fabric::Fabric fabric(one_cpu_process());
+  fabric.launch();
+  EXPECT_EQ(fabric.world_size(), 1);
+  EXPECT_EQ(fabric.global_rank(), 0);
+  EXPECT_EQ(fabric.local_rank(), 0);
+  EXPECT_EQ(fabric.node_rank(), 0);
+  EXPECT_TRUE(fabric.is_global_zero());
+  EXPECT_EQ(fabric.device(), torch::Device(torch::kCPU));
+  EXPECT_THROW(fabric.launch(), std::logic_error);
+}
+
+TEST(SingleProcess, CollectivesAreIdentities) {
+  fabric::Fabric fabric(one_cpu_process());
+  fabric.launch();
+  const auto value = torch::tensor({1.5, -2.0});
+  for (auto op : {fabric::ReduceOp::Sum, fabric::ReduceOp::Mean, fabric::ReduceOp::Max,
+                  fabric::ReduceOp::Min}) {
+    const auto reduced = fabric.all_reduce(value, op);
+    EXPECT_TRUE(torch::equal(reduced, value));
+    EXPECT_NE(reduced.data_ptr(), value.data_ptr()) << "all_reduce must return a new tensor";
+  }
+  const auto mean_of_integers = fabric.all_reduce(torch::tensor({int64_t{3}}));
+  EXPECT_TRUE(mean_of_integers.is_floating_point());
+  EXPECT_EQ(mean_of_integers.item<double>(), 3.0);
+  const auto gathered = fabric.all_gather(value);
+  ASSERT_EQ(gathered.size(), 1u);
+  EXPECT_TRUE(torch::equal(gathered[0], value));
+  EXPECT_TRUE(torch::equal(fabric.broadcast(value), value));
+  EXPECT_EQ(fabric.broadcast(std::string("text")), "text");
+  fabric.barrier("anything");
+}
+
+TEST(SingleProcess, StrategyResolution) {
+  EXPECT_NO_THROW(fabric::Fabric(one_cpu_process().strategy("ddp")));
+  // One process cannot run "single_device" for two devices.
+  try {
+    fabric::Fabric fabric(fabric::Options().accelerator("cpu").devices(2).strategy("single_device"));
+    FAIL() << "expected std::invalid_argument";
+  } catch (const std::invalid_argument& error) {
+    EXPECT_NE(std::string(error.what()).find("single_device"), std::string::npos) << error.what();
+  }
+  if (!torch::cuda::is_available()) {
+    EXPECT_THROW(fabric::Fabric(fabric::Options().accelerator("cuda")), std::invalid_argument);
+    fabric::Fabric automatic(fabric::Options().accelerator("auto"));
+    EXPECT_EQ(automatic.device(), torch::Device(torch::kCPU));
+    EXPECT_EQ(automatic.world_size(), 1) << "devices 'auto' on CPU is one process";
+  }
+}
+
+TEST(SingleProcess, EnvironmentOverridesReachTheFabric) {
+  ::setenv("LT_STRATEGY", "fspd", 1);
+  try {
+    fabric::Fabric fabric(one_cpu_process());
+    FAIL() << "expected std::invalid_argument";
+  } catch (const std::invalid_argument& error) {
+    EXPECT_NE(std::string(error.what()).find("fsdp"), std::string::npos) << error.what();
+  }
+  ::setenv("LT_STRATEGY", "single_device", 1);
+  ::setenv("LT_DEVICES", "1", 1);
+  fabric::Fabric fabric(fabric::Options().accelerator("cpu").devices(4));
+  EXPECT_EQ(fabric.world_size(), 1);
+  EXPECT_EQ(fabric.options().strategy(), "single_device");
+  ::unsetenv("LT_STRATEGY");
+  ::unsetenv("LT_DEVICES");
+}
+
+struct Net : torch::nn::Module {
+  Net() : layer(register_module("layer", torch::nn::Linear(3, 2))) {}
+  torch::Tensor forward(const torch::Tensor& x) { return layer(x); }
+  torch::nn::Linear layer;
+};
+
+TEST(SingleProcess, SetupAndBackwardTrainLikePlainLibTorch) {
+  fabric::Fabric fabric(one_cpu_process());
+  fabric.launch();
+  torch::manual_seed(5);
+  auto model = std::make_shared<Net>();
+  torch::manual_seed(5);
+  auto plain = std::make_shared<Net>();
+  torch::optim::SGD optimizer(model->parameters(), 0.1);
+  torch::optim::SGD plain_optimizer(plain->parameters(), 0.1);
+  fabric.setup(model, optimizer);
+
+  const auto input = torch::randn({4, 3});
+  for (int step = 0; step < 3; ++step) {
+    optimizer.zero_grad();
+    fabric.backward(model->forward(input).pow(2).sum());
+    optimizer.step();
+    plain_optimizer.zero_grad();
+    plain->forward(input).pow(2).sum().backward();
+    plain_optimizer.step();
+  }
+  EXPECT_TRUE(torch::equal(model->layer->weight, plain->layer->weight));
+  EXPECT_TRUE(torch::equal(model->layer->bias, plain->layer->bias));
+
+  // The ModuleHolder overload, several optimizers, and backward's arguments.
+  torch::nn::Linear holder(3, 1);
+  torch::optim::SGD first(holder->parameters(), 0.1);
+  torch::optim::Adam second(holder->parameters(), 0.1);
+  fabric.setup(holder, first, second);
+  const auto output = holder->forward(input);
+  fabric.backward(output, torch::ones_like(output), /*retain_graph=*/true);
+  fabric.backward(output, torch::ones_like(output));
+  EXPECT_TRUE(torch::allclose(holder->bias.grad(), torch::full({1}, 8.0)));
+}
+
+TEST(SingleProcess, RandomLoaderDrawsLikeMakeDataLoader) {
+  // With one process the loader must be indistinguishable from
+  // torch::data::make_data_loader<RandomSampler>: same indices, same use of
+  // the global RNG (checked by the next random number drawn).
+  using torch::data::transforms::Stack;
+  torch::manual_seed(42);
+  auto plain = torch::data::make_data_loader<torch::data::samplers::RandomSampler>(
+      IndexDataset(23).map(Stack<>()), torch::data::DataLoaderOptions(4));
+  const auto expected = indices_of_epochs(*plain, 3);
+  const auto expected_next = torch::rand({1}).item<float>();
+
+  fabric::Fabric fabric(one_cpu_process());
+  fabric.launch();
+  torch::manual_seed(42);
+  auto loader = fabric.setup_dataloader<torch::data::samplers::RandomSampler>(
+      IndexDataset(23).map(Stack<>()), torch::data::DataLoaderOptions(4));
+  const auto actual = indices_of_epochs(*loader, 3);
+  EXPECT_EQ(actual, expected);
+  EXPECT_EQ(torch::rand({1}).item<float>(), expected_next);
+  EXPECT_EQ(loader->epoch(), 3u);
+  EXPECT_EQ(loader->options().batch_size, 4u);
+
+  auto sequential = fabric.setup_dataloader<torch::data::samplers::SequentialSampler>(
+      IndexDataset(5).map(Stack<>()), 2);
+  EXPECT_EQ(indices_of_epochs(*sequential, 1), (std::vector<int64_t>{0, 1, 2, 3, 4}));
+  // Default sampler, batch size overload, unstacked batches, begin()/end().
+  auto unstacked = fabric.setup_dataloader(IndexDataset(4), 3);
+  size_t batches = 0;
+  for (auto it = unstacked->begin(); it != unstacked->end(); ++it) {
+    EXPECT_EQ(it->front().data.device(), fabric.device());
+    ++batches;
+  }
+  EXPECT_EQ(batches, 2u);
+}
+
+TEST(SingleProcess, PrintOnlyOnRankZero) {
+  fabric::Fabric fabric(one_cpu_process());
+  testing::internal::CaptureStdout();
+  fabric.print("loss", 0.5, "step", 3);
+  fabric.print() << "stream " << 7 << '\n';
+  const int written = fabric.printf("%s=%d\n", "epoch", 2);
+  const std::string output = testing::internal::GetCapturedStdout();
+  EXPECT_EQ(output, "loss 0.5 step 3\nstream 7\nepoch=2\n");
+  EXPECT_EQ(written, 8);
+}
+
+TEST(SingleProcess, SaveIsAtomicAndLoadRestores) {
+  fabric::Fabric fabric(one_cpu_process());
+  fabric.launch();
+  const std::string path = testing::TempDir() + "fabric_single_process_checkpoint.pt";
+  torch::nn::Linear saved(4, 2);
+  torch::optim::Adam optimizer(saved->parameters(), 0.1);
+  optimizer.zero_grad();
+  saved->forward(torch::ones({1, 4})).sum().backward();
+  optimizer.step();  // optimizer state to save
+  fabric.save(path, saved);
+  fabric.save(path + ".optim", optimizer);
+  EXPECT_TRUE(std::ifstream(path).good());
+  EXPECT_FALSE(std::ifstream(fabric::detail::temporary_path_for(path)).good())
+      << "the temporary file must be renamed away";
+
+  torch::nn::Linear loaded(4, 2);
+  fabric.load(path, loaded);
+  EXPECT_TRUE(torch::equal(loaded->weight, saved->weight));
+  torch::optim::Adam loaded_optimizer(loaded->parameters(), 0.1);
+  fabric.load(path + ".optim", loaded_optimizer);
+  EXPECT_EQ(loaded_optimizer.state().size(), optimizer.state().size());
+  std::remove(path.c_str());
+  std::remove((path + ".optim").c_str());
+
+  EXPECT_THROW(fabric.save("/nonexistent-directory/x.pt", saved), std::exception);
+}
+
+TEST(ToDevice, NestedStandardTypes) {
+  const torch::Device cpu(torch::kCPU);
+  using Nested = std::vector<std::pair<torch::Tensor, std::tuple<torch::Tensor, int, std::string>>>;
+  const Nested batch{{torch::ones(2), {torch::zeros(1), 3, "x"}}};
+  const Nested moved = fabric::to_device(batch, cpu);
+  ASSERT_EQ(moved.size(), 1u);
+  EXPECT_TRUE(torch::equal(moved[0].first, torch::ones(2)));
+  EXPECT_EQ(std::get<1>(moved[0].second), 3);
+  EXPECT_EQ(std::get<2>(moved[0].second), "x");
+
+  const c10::optional<torch::Tensor> absent;
+  EXPECT_FALSE(fabric::to_device(absent, cpu).has_value());
+  const torch::data::Example<> example{torch::ones(1), torch::Tensor()};
+  EXPECT_FALSE(fabric::to_device(example, cpu).target.defined());
+  const torch::data::TensorExample data_only(torch::ones(2));
+  EXPECT_TRUE(torch::equal(fabric::to_device(data_only, cpu).data, torch::ones(2)));
+}
+
+TEST(ToDevice, UserTypesThroughArgumentDependentLookup) {
+  user::moves = 0;
+  const std::vector<user::Batch> batches{{torch::ones(1), "a"}, {torch::ones(2), "b"}};
+  const auto moved = fabric::detail::move_batch_to_device(batches, torch::Device(torch::kCPU));
+  EXPECT_EQ(user::moves, 2);
+  EXPECT_EQ(moved[1].name, "b");
+}
+
+} // namespace
