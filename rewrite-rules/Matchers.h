@@ -3,6 +3,8 @@
 // matcher is a small value so that rules read like the sentence in their doc.
 #pragma once
 
+#include "clang/AST/ASTContext.h"
+#include "clang/ASTMatchers/ASTMatchFinder.h"
 #include "clang/ASTMatchers/ASTMatchers.h"
 
 namespace fabricize::match {
@@ -86,10 +88,30 @@ inline Matcher<clang::Expr> deviceArgument(std::string id) {
 // main in a file that constructs no Fabric yet: where fabric-insert puts one
 // (and fabric-launch its launch). A Fabric constructed elsewhere in the file
 // means the user already decided where it lives.
+// The engine matches only the source's own declarations (ASTContext's
+// traversal scope), not the whole TU: this looks through those.
+AST_MATCHER(clang::FunctionDecl, mainFileDeclaresNoFabric) {
+  clang::ASTContext& context = Finder->getASTContext();
+  auto localFabric = varDecl(hasType(fabricType()), unless(parmVarDecl()));
+  auto declaresFabric = decl(anyOf(localFabric, hasDescendant(localFabric)));
+  const clang::SourceManager& sm = context.getSourceManager();
+  for (clang::Decl* top : context.getTraversalScope()) {
+    if (llvm::isa<clang::TranslationUnitDecl>(top)) {
+      for (clang::Decl* d : llvm::cast<clang::TranslationUnitDecl>(top)->decls())
+        if (sm.isInMainFile(sm.getExpansionLoc(d->getLocation())) &&
+            !clang::ast_matchers::match(declaresFabric, *d, context).empty())
+          return false;
+    } else if (sm.isInMainFile(sm.getExpansionLoc(top->getLocation())) &&
+               !clang::ast_matchers::match(declaresFabric, *top, context).empty()) {
+      return false;
+    }
+  }
+  return true;
+}
+
 inline DeclarationMatcher mainNeedingFabric() {
-  auto localFabric = varDecl(hasType(fabricType()), unless(parmVarDecl()), isExpansionInMainFile());
   return functionDecl(isMain(), isDefinition(), hasBody(compoundStmt(has(stmt()))),
-                      unless(hasAncestor(translationUnitDecl(hasDescendant(localFabric)))));
+                      mainFileDeclaresNoFabric());
 }
 
 // --- Where a Fabric is available ------------------------------------------

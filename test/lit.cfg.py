@@ -4,6 +4,7 @@
 #   python3 /usr/lib/llvm-19/build/utils/lit/lit.py -sv \
 #     -Dfabricize=build/bin/fabricize test/rules test/tool
 import os
+import sys
 import lit.formats
 
 config.name = "fabricize"
@@ -12,7 +13,8 @@ config.suffixes = [".cpp"]
 config.test_source_root = os.path.dirname(__file__)
 # Temporary files go to the build tree, never into the sources.
 config.test_exec_root = lit_config.params.get("exec_root", os.path.join("/tmp", "fabricize-lit"))
-# Only the rule tests (test/rules) and the tool's own (test/tool) are lit tests.
+# Only the rule tests (test/rules), the tool's own (test/tool) and the lint's
+# (test/lint) are lit tests.
 config.excludes = ["Inputs", "stubs", "runtime", "e2e", "bench"]
 
 fabricize = lit_config.params.get("fabricize")
@@ -21,9 +23,14 @@ if not fabricize or not os.path.exists(fabricize):
 llvm_bin = lit_config.params.get("llvm_bin", "/usr/lib/llvm-19/bin")
 stubs = os.path.join(config.test_source_root, "stubs")
 
+# PCHs the tool builds go under the build tree, not the user's cache.
+config.environment["FABRICIZE_CACHE_DIR"] = os.path.join(config.test_exec_root, "pch-cache")
 config.environment["PATH"] = os.pathsep.join([llvm_bin, config.environment.get("PATH", "/usr/bin:/bin")])
 flags = "-std=c++17 -isystem " + stubs
 config.substitutions.append(("%fabricize", fabricize))
 config.substitutions.append(("%flags", flags))
 # Migrate one file to stdout; diagnostics to stderr.
 config.substitutions.append(("%migrate", fabricize + " --stdout --quiet"))
+# fabricize lint, and the python that runs the lint tests' checkers.
+config.substitutions.append(("%lint", fabricize + " lint"))
+config.substitutions.append(("%python", sys.executable))

@@ -1,5 +1,7 @@
 #include "Engine.h"
 
+#include "Pch.h"
+
 #include "clang/AST/ASTContext.h"
 #include "clang/ASTMatchers/ASTMatchFinder.h"
 #include "clang/Basic/SourceManager.h"
@@ -7,6 +9,7 @@
 #include "clang/Frontend/FrontendActions.h"
 #include "clang/Tooling/Tooling.h"
 #include "clang/Tooling/Transformer/RewriteRule.h"
+#include "clang/Basic/Diagnostic.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
 
@@ -59,6 +62,12 @@ class RuleCallback : public MatchFinder::MatchCallback {
       addFinding(sm, where, "internal error: " + llvm::toString(edits.takeError()));
       return;
     }
+    RuleMatch match;
+    match.ruleId = rule_.id;
+    match.file = pathOf(sm, sm.getFileID(where));
+    match.line = sm.getExpansionLineNumber(where);
+    match.column = sm.getExpansionColumnNumber(where);
+    match.explanation = explanation;
     for (const transformer::Edit& edit : *edits) {
       SourceLocation begin = edit.Range.getBegin();
       if (!begin.isFileID() || sm.isInSystemHeader(begin) || !inProject(sm, begin)) continue;
@@ -71,6 +80,9 @@ class RuleCallback : public MatchFinder::MatchCallback {
       unsigned end = sm.getDecomposedLoc(edit.Range.getEnd()).second;
       if (end == offset && edit.Replacement.empty()) {  // a noopEdit: report only
         addFinding(sm, begin, explanation);
+        match.reportOnly = true;
+        match.line = sm.getSpellingLineNumber(begin);
+        match.column = sm.getSpellingColumnNumber(begin);
         continue;
       }
       TextEdit text;
@@ -82,8 +94,10 @@ class RuleCallback : public MatchFinder::MatchCallback {
       text.explanation = explanation;
       text.line = sm.getSpellingLineNumber(begin);
       text.column = sm.getSpellingColumnNumber(begin);
-      fileResult(sm, file, path).edits.push_back(std::move(text));
+      fileResult(sm, file, path).edits.push_back(text);
+      match.edits.push_back(std::move(text));
     }
+    if (!match.edits.empty() || match.reportOnly) out_.matches.push_back(std::move(match));
   }
 
  private:
@@ -117,16 +131,46 @@ class RuleCallback : public MatchFinder::MatchCallback {
   EngineResult& out_;
 };
 
+// Swallows diagnostics (of an attempt that will be retried) but still counts
+// errors, so the attempt is known to have failed.
+class CountingSilentDiagConsumer : public DiagnosticConsumer {};
+
+// Matches only the declarations the source itself parsed (not what came
+// from a PCH or a system header): that is what makes a PCH pay off, as
+// clangd does with its preamble.
+class OwnDeclarationsConsumer : public ASTConsumer {
+ public:
+  explicit OwnDeclarationsConsumer(MatchFinder& finder) : finder_(finder) {}
+  bool HandleTopLevelDecl(DeclGroupRef group) override {
+    for (Decl* d : group) own_.push_back(d);
+    return true;
+  }
+  void HandleTranslationUnit(ASTContext& context) override {
+    const SourceManager& sm = context.getSourceManager();
+    std::vector<Decl*> scope;
+    for (Decl* d : own_)
+      if (!sm.isInSystemHeader(sm.getExpansionLoc(d->getLocation()))) scope.push_back(d);
+    context.setTraversalScope(scope);
+    finder_.matchAST(context);
+  }
+
+ private:
+  MatchFinder& finder_;
+  std::vector<Decl*> own_;
+};
+
 // Each TU's edits are kept only if the TU compiled: a file that does not
 // parse must not be half-migrated.
 class RecordingAction : public ASTFrontendAction {
  public:
   RecordingAction(MatchFinder& finder, bool& failed) : finder_(finder), failed_(failed) {}
   std::unique_ptr<ASTConsumer> CreateASTConsumer(CompilerInstance&, llvm::StringRef) override {
-    return finder_.newASTConsumer();
+    return std::make_unique<OwnDeclarationsConsumer>(finder_);
   }
+  // Called only when the source was actually processed: a PCH or file that
+  // cannot be loaded never gets here, and counts as a failure.
   void EndSourceFileAction() override {
-    if (getCompilerInstance().getDiagnostics().hasErrorOccurred()) failed_ = true;
+    if (!getCompilerInstance().getDiagnostics().hasErrorOccurred()) failed_ = false;
   }
 
  private:
@@ -149,23 +193,42 @@ EngineResult runRules(const std::vector<Rule>& catalogue,
       for (const auto& matcher : transformer::detail::buildMatchers(catalogue[i].rule))
         finder.addDynamicMatcher(matcher, callbacks.back().get());
     }
-    tooling::ClangTool tool(database, {source});
-    if (!options.resourceDir.empty())
-      tool.appendArgumentsAdjuster(tooling::getInsertArgumentAdjuster(
-          ("-resource-dir=" + options.resourceDir).c_str(), tooling::ArgumentInsertPosition::BEGIN));
-    if (!options.extraArguments.empty())
-      tool.appendArgumentsAdjuster(tooling::getInsertArgumentAdjuster(
-          options.extraArguments, tooling::ArgumentInsertPosition::END));
-    bool failed = false;
-    struct Factory : tooling::FrontendActionFactory {
-      MatchFinder& finder;
-      bool& failed;
-      Factory(MatchFinder& f, bool& x) : finder(f), failed(x) {}
-      std::unique_ptr<FrontendAction> create() override {
-        return std::make_unique<RecordingAction>(finder, failed);
+    // With a PCH first; a PCH the compiler rejects (headers changed since)
+    // falls back to a plain parse.
+    std::optional<std::string> pch;
+    auto commands = database.getCompileCommands(source);
+    if (!commands.empty()) pch = torchPchFor(source, commands.front(), options.pch);
+    bool failed = true;
+    CountingSilentDiagConsumer quiet;
+    for (bool usePch : {true, false}) {
+      if (usePch && !pch) continue;
+      perSource = EngineResult();
+      failed = true;  // until the action reports a clean parse
+      tooling::ClangTool tool(database, {source});
+      if (!options.resourceDir.empty())
+        tool.appendArgumentsAdjuster(tooling::getInsertArgumentAdjuster(
+            ("-resource-dir=" + options.resourceDir).c_str(), tooling::ArgumentInsertPosition::BEGIN));
+      std::vector<std::string> extra = options.extraArguments;
+      if (usePch) extra.insert(extra.end(), {"-include-pch", *pch});
+      if (!extra.empty())
+        tool.appendArgumentsAdjuster(
+            tooling::getInsertArgumentAdjuster(extra, tooling::ArgumentInsertPosition::END));
+      if (usePch) {
+        // A stale PCH is not the user's error: stay quiet and retry plainly.
+        tool.setDiagnosticConsumer(&quiet);
       }
-    } factory(finder, failed);
-    if (tool.run(&factory) != 0 || failed) {
+      struct Factory : tooling::FrontendActionFactory {
+        MatchFinder& finder;
+        bool& failed;
+        Factory(MatchFinder& f, bool& x) : finder(f), failed(x) {}
+        std::unique_ptr<FrontendAction> create() override {
+          return std::make_unique<RecordingAction>(finder, failed);
+        }
+      } factory(finder, failed);
+      if (tool.run(&factory) != 0) failed = true;  // e.g. a compile command that cannot run
+      if (!failed) break;
+    }
+    if (failed) {
       total.failedSources.push_back(source);
       continue;
     }
@@ -175,6 +238,12 @@ EngineResult runRules(const std::vector<Rule>& catalogue,
         it->second.wantsInclude |= result.wantsInclude;
         for (auto& e : result.edits) it->second.edits.push_back(std::move(e));
       }
+    }
+    for (auto& m : perSource.matches) {
+      bool seen = false;
+      for (const RuleMatch& n : total.matches)
+        seen = seen || (n.ruleId == m.ruleId && n.file == m.file && n.line == m.line && n.column == m.column);
+      if (!seen) total.matches.push_back(std::move(m));
     }
     for (auto& f : perSource.findings) {
       bool seen = false;

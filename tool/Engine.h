@@ -3,6 +3,7 @@
 #pragma once
 
 #include "EditSet.h"
+#include "Pch.h"
 #include "Rule.h"
 
 #include "clang/Tooling/CompilationDatabase.h"
@@ -20,6 +21,18 @@ struct Finding {
   std::string message;
 };
 
+// One match of one rule: where it matched, why, and the edits that fix it
+// (none for a report-only match). Lint and the IDE show these; migrate
+// applies the edits of all of them, merged per file (FileResult).
+struct RuleMatch {
+  std::string ruleId;
+  std::string file;
+  unsigned line = 0, column = 0;
+  std::string explanation;
+  std::vector<TextEdit> edits;  // offsets into `file`
+  bool reportOnly = false;      // a finding for a person, nothing to apply
+};
+
 struct FileResult {
   std::string original;       // the file's text as parsed
   std::vector<TextEdit> edits;  // unmerged, as the rules produced them
@@ -30,11 +43,13 @@ struct EngineOptions {
   std::string projectRoot;                 // absolute; nothing outside it is edited
   std::vector<std::string> extraArguments;  // appended to every compile command
   std::string resourceDir;                 // Clang's builtin headers
+  PchOptions pch;                          // a cached LibTorch PCH; empty cacheDir: none
 };
 
 struct EngineResult {
   std::map<std::string, FileResult> files;  // absolute path -> edits
-  std::vector<Finding> findings;
+  std::vector<Finding> findings;  // report-only matches, macro skips, internal errors
+  std::vector<RuleMatch> matches;  // every match, each once even when seen from several TUs
   std::vector<std::string> failedSources;   // did not parse: nothing may be written
 };
 

@@ -6,6 +6,7 @@
 // 2 error (nothing written).
 #include "EditSet.h"
 #include "Engine.h"
+#include "Lint.h"
 #include "Output.h"
 #include "Rule.h"
 
@@ -53,6 +54,12 @@ cl::opt<std::string> reportPath("report", cl::desc("Write a JSON report of every
                                 cl::value_desc("file"), cl::cat(category));
 cl::opt<bool> listRules("list-rules", cl::desc("List the rule catalogue and exit"), cl::cat(category));
 cl::opt<bool> quiet("quiet", cl::desc("No summary on stderr"), cl::cat(category));
+cl::opt<std::string> pchCache("pch-cache",
+                              cl::desc("Where precompiled LibTorch headers are cached (default: "
+                                       "$FABRICIZE_CACHE_DIR or ~/.cache/fabricize)"),
+                              cl::value_desc("dir"), cl::cat(category));
+cl::opt<bool> noPch("no-pch", cl::desc("Parse without a precompiled LibTorch header"), cl::cat(category));
+cl::opt<bool> verbose("verbose", cl::desc("Say what is being done"), cl::cat(category));
 
 constexpr int kMigrated = 0, kFindings = 1, kError = 2;
 
@@ -147,6 +154,8 @@ std::string cmakeFor(const std::vector<std::string>& relativeSources) {
 }  // namespace
 
 int main(int argc, const char** argv) {
+  if (argc > 1 && std::string(argv[1]) == "lint") return runLint(argc - 1, argv + 1);
+  if (argc > 1 && std::string(argv[1]) == "lsp") return runLsp(argc - 1, argv + 1);
   // `fabricize migrate ...` and `fabricize ...` are the same command.
   std::vector<const char*> args{argv[0]};
   std::vector<std::string> compilerFlags;
@@ -226,6 +235,12 @@ int main(int argc, const char** argv) {
   engineOptions.projectRoot = root;
   engineOptions.resourceDir = FABRIC_CLANG_RESOURCE_DIR;
   engineOptions.extraArguments = {"-w", "-isystem", runtimeIncludeDir(argv[0])};
+  if (!noPch) {
+    engineOptions.pch.cacheDir = pchCache.empty() ? defaultPchCacheDir() : std::string(pchCache);
+    engineOptions.pch.extraArguments = engineOptions.extraArguments;
+    engineOptions.pch.resourceDir = engineOptions.resourceDir;
+    engineOptions.pch.verbose = verbose;
+  }
   EngineResult result = runRules(catalogue, *database, files, engineOptions);
   if (!result.failedSources.empty()) {
     for (const std::string& f : result.failedSources)

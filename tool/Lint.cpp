@@ -1,0 +1,689 @@
+// fabricize lint: the migrate catalogue as a linter. Every rule match is a
+// finding; its edits are the fix-it. Formats: clang-style text, JSON, SARIF
+// 2.1.0 and GitHub workflow annotations. Exit 0 clean, 1 findings, 2 when
+// anything could not be analysed.
+#include "Lint.h"
+
+#include "Output.h"
+#include "Rule.h"
+
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
+#include <cstring>
+#include <tuple>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+namespace fabricize {
+
+namespace {
+
+constexpr int kClean = 0, kFindings = 1, kError = 2;
+
+// A compile_commands.json found above the file is used when it lists the
+// file; otherwise the file is parsed as a LibTorch program.
+class DetectedOrDefaultDatabase : public clang::tooling::CompilationDatabase {
+ public:
+  DetectedOrDefaultDatabase(std::unique_ptr<clang::tooling::CompilationDatabase> detected,
+                            std::unique_ptr<clang::tooling::CompilationDatabase> defaults)
+      : detected_(std::move(detected)), defaults_(std::move(defaults)) {}
+  std::vector<clang::tooling::CompileCommand> getCompileCommands(llvm::StringRef file) const override {
+    if (detected_) {
+      auto commands = detected_->getCompileCommands(file);
+      if (!commands.empty() && commands.front().Heuristic.empty()) return commands;
+    }
+    return defaults_->getCompileCommands(file);
+  }
+
+ private:
+  std::unique_ptr<clang::tooling::CompilationDatabase> detected_, defaults_;
+};
+
+std::string lineText(const std::string& text, unsigned line) {
+  size_t begin = 0;
+  for (unsigned l = 1; l < line; ++l) {
+    begin = text.find('\n', begin);
+    if (begin == std::string::npos) return "";
+    ++begin;
+  }
+  size_t end = text.find('\n', begin);
+  std::string result = text.substr(begin, end == std::string::npos ? std::string::npos : end - begin);
+  if (!result.empty() && result.back() == '\r') result.pop_back();
+  return result;
+}
+
+std::string trim(const std::string& s) {
+  size_t b = s.find_first_not_of(" \t"), e = s.find_last_not_of(" \t");
+  return b == std::string::npos ? "" : s.substr(b, e - b + 1);
+}
+
+std::vector<std::string> splitList(const std::string& list) {
+  std::vector<std::string> items;
+  std::stringstream stream(list);
+  std::string item;
+  while (std::getline(stream, item, ','))
+    if (!trim(item).empty()) items.push_back(trim(item));
+  return items;
+}
+
+// A NOLINT list names rules exactly or by a trailing-`*` glob.
+bool listNames(const std::string& list, const std::string& ruleId) {
+  for (const std::string& name : splitList(list)) {
+    if (name == ruleId || name == "*") return true;
+    if (name.back() == '*' && ruleId.compare(0, name.size() - 1, name, 0, name.size() - 1) == 0) return true;
+  }
+  return false;
+}
+
+// Looks for `marker` (e.g. "NOLINTNEXTLINE") in `line` not followed by more
+// letters; true when it is bare or its parenthesised list names the rule.
+bool markerCovers(const std::string& line, const std::string& marker, const std::string& ruleId) {
+  for (size_t at = line.find(marker); at != std::string::npos; at = line.find(marker, at + 1)) {
+    size_t after = at + marker.size();
+    if (after < line.size() && std::isupper(static_cast<unsigned char>(line[after]))) continue;
+    if (after >= line.size() || line[after] != '(') return true;
+    size_t close = line.find(')', after);
+    if (close == std::string::npos) continue;
+    if (listNames(line.substr(after + 1, close - after - 1), ruleId)) return true;
+  }
+  return false;
+}
+
+std::string displayPath(const std::string& path) {
+  llvm::SmallString<256> cwd;
+  if (!llvm::sys::fs::current_path(cwd)) {
+    std::string root = absolutePath(std::string(cwd));
+    if (path.size() > root.size() + 1 && path.compare(0, root.size(), root) == 0 && path[root.size()] == '/')
+      return path.substr(root.size() + 1);
+  }
+  return path;
+}
+
+std::string fileUri(const std::string& path) {
+  std::string display = displayPath(path);
+  if (!display.empty() && display[0] != '/') return display;  // relative: SARIF resolves it against the repo
+  std::string uri = "file://";
+  for (char c : path) {
+    if (std::isalnum(static_cast<unsigned char>(c)) || std::strchr("/-_.~", c)) {
+      uri += c;
+    } else {
+      char hex[4];
+      std::snprintf(hex, sizeof hex, "%%%02X", static_cast<unsigned char>(c));
+      uri += hex;
+    }
+  }
+  return uri;
+}
+
+// GitHub workflow commands: data escapes %, CR, LF; properties also : and ,.
+std::string githubEscape(const std::string& s, bool property) {
+  std::string out;
+  for (char c : s) {
+    if (c == '%') out += "%25";
+    else if (c == '\r') out += "%0D";
+    else if (c == '\n') out += "%0A";
+    else if (property && c == ':') out += "%3A";
+    else if (property && c == ',') out += "%2C";
+    else out += c;
+  }
+  return out;
+}
+
+std::string quoted(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '\n') out += "\\n";
+    else if (c == '"' || c == '\\') out += std::string("\\") + c;
+    else out += c;
+  }
+  return out + "\"";
+}
+
+struct Config {
+  std::vector<std::string> select, ignore;
+};
+
+std::vector<std::string> listValue(const nlohmann::json& value) {
+  if (value.is_string()) return splitList(value.get<std::string>());
+  std::vector<std::string> items;
+  for (const auto& item : value) items.push_back(item.get<std::string>());
+  return items;
+}
+
+// The nearest .fabricize.json in the file's directory or above it.
+bool loadConfigFor(const std::string& file, std::map<std::string, Config>& cache, Config& out,
+                   std::string& error) {
+  std::string dir = llvm::sys::path::parent_path(file).str();
+  while (!dir.empty()) {
+    auto cached = cache.find(dir);
+    if (cached != cache.end()) {
+      out = cached->second;
+      return true;
+    }
+    std::string candidate = dir + "/.fabricize.json";
+    if (llvm::sys::fs::exists(candidate)) {
+      std::string text;
+      if (!readFile(candidate, text)) {
+        error = candidate + ": cannot read";
+        return false;
+      }
+      try {
+        nlohmann::json json = nlohmann::json::parse(text);
+        Config config;
+        for (auto& [key, value] : json.items()) {
+          if (key == "select") config.select = listValue(value);
+          else if (key == "ignore") config.ignore = listValue(value);
+          else {
+            error = candidate + ": unknown key '" + key + "' (known: select, ignore)";
+            return false;
+          }
+        }
+        cache[dir] = config;
+        out = config;
+        return true;
+      } catch (const std::exception& e) {
+        error = candidate + ": " + e.what();
+        return false;
+      }
+    }
+    std::string parent = llvm::sys::path::parent_path(dir).str();
+    if (parent == dir) break;
+    dir = parent;
+  }
+  out = Config{};
+  return true;
+}
+
+bool isSourceFile(llvm::StringRef path) {
+  llvm::StringRef ext = llvm::sys::path::extension(path);
+  return ext == ".cpp" || ext == ".cc" || ext == ".cxx";
+}
+
+// Directories are walked for C++ sources, hidden directories skipped, in a
+// stable order so reports do not shuffle between runs.
+bool collectSources(const std::string& path, std::vector<std::string>& out, std::string& error) {
+  if (llvm::sys::fs::is_regular_file(path)) {
+    out.push_back(absolutePath(path));
+    return true;
+  }
+  if (!llvm::sys::fs::is_directory(path)) {
+    error = path + ": no such file or directory";
+    return false;
+  }
+  std::vector<std::string> found;
+  std::error_code ec;
+  for (llvm::sys::fs::recursive_directory_iterator it(path, ec), end; it != end && !ec; it.increment(ec)) {
+    llvm::StringRef name = llvm::sys::path::filename(it->path());
+    if (name.starts_with(".") && it->type() == llvm::sys::fs::file_type::directory_file) {
+      it.no_push();
+      continue;
+    }
+    if (isSourceFile(it->path()) && llvm::sys::fs::is_regular_file(it->path()))
+      found.push_back(absolutePath(it->path()));
+  }
+  if (ec) {
+    error = path + ": " + ec.message();
+    return false;
+  }
+  std::sort(found.begin(), found.end());
+  out.insert(out.end(), found.begin(), found.end());
+  return true;
+}
+
+std::string commonDirectory(const std::vector<std::string>& files) {
+  std::string common = llvm::sys::path::parent_path(files.front()).str();
+  auto under = [](const std::string& p, const std::string& root) {
+    return p == root || (p.size() > root.size() && p.compare(0, root.size(), root) == 0 && p[root.size()] == '/');
+  };
+  for (const std::string& f : files)
+    while (!under(llvm::sys::path::parent_path(f).str(), common))
+      common = llvm::sys::path::parent_path(common).str();
+  return common;
+}
+
+const char* kUsage =
+    "usage: fabricize lint <files or directories...> [options] [-- <compiler flags>]\n"
+    "  -p <dir>             build directory holding compile_commands.json (no paths: lint all it lists)\n"
+    "  --format <f>         text (default), json, sarif, github\n"
+    "  --output-file <f>    write the report to <f> instead of stdout\n"
+    "  --select <ids>       only these rules (comma list of ids or prefixes)\n"
+    "  --ignore <ids>       not these rules (comma list of ids or prefixes)\n"
+    "  --fix                apply the fix-its of the reported findings in place\n"
+    "  --root <dir>         project root (default: the inputs' common directory)\n"
+    "  --verbose            say which files were skipped or analysed\n"
+    "  --no-pch             parse without the cached precompiled LibTorch header\n"
+    "Exit: 0 clean, 1 findings, 2 something could not be analysed.\n";
+
+struct Reported {
+  LintFinding finding;
+  bool fixed = false;
+};
+
+}  // namespace
+
+// --- shared helpers ---------------------------------------------------------
+
+std::string absolutePath(const std::string& path) {
+  llvm::SmallString<256> p(path);
+  llvm::sys::fs::make_absolute(p);
+  llvm::sys::path::remove_dots(p, /*remove_dot_dot=*/true);
+  llvm::SmallString<256> real;
+  if (!llvm::sys::fs::real_path(p, real)) return std::string(real);
+  return std::string(p);
+}
+
+std::vector<LintFinding> findingsOf(const EngineResult& result) {
+  std::vector<LintFinding> all;
+  for (const RuleMatch& m : result.matches)
+    all.push_back({m.ruleId, m.file, m.line, m.column, m.explanation, m.edits});
+  for (const Finding& f : result.findings) {
+    bool isMatch = false;
+    for (const RuleMatch& m : result.matches)
+      isMatch = isMatch || (m.ruleId == f.ruleId && m.file == f.file && m.line == f.line && m.column == f.column);
+    if (!isMatch) all.push_back({f.ruleId, f.file, f.line, f.column, f.message, {}});
+  }
+  std::stable_sort(all.begin(), all.end(), [](const LintFinding& a, const LintFinding& b) {
+    return std::tie(a.file, a.line, a.column, a.ruleId) < std::tie(b.file, b.line, b.column, b.ruleId);
+  });
+  return all;
+}
+
+bool isSuppressed(const std::string& text, unsigned line, const std::string& ruleId) {
+  if (markerCovers(lineText(text, line), "NOLINT", ruleId)) return true;
+  if (line > 1 && markerCovers(lineText(text, line - 1), "NOLINTNEXTLINE", ruleId)) return true;
+  // NOLINTBEGIN/END regions: a begin that covers the rule and has no end yet.
+  if (text.find("NOLINTBEGIN") == std::string::npos) return false;
+  int open = 0;
+  for (unsigned l = 1; l < line; ++l) {
+    std::string t = lineText(text, l);
+    if (markerCovers(t, "NOLINTBEGIN", ruleId)) ++open;
+    if (markerCovers(t, "NOLINTEND", ruleId) && open > 0) --open;
+  }
+  return open > 0;
+}
+
+bool matchesPattern(const std::string& ruleId, const std::string& pattern) {
+  if (pattern.empty()) return false;
+  if (pattern == "*") return true;
+  std::string prefix = pattern.back() == '*' ? pattern.substr(0, pattern.size() - 1) : pattern;
+  return ruleId.compare(0, prefix.size(), prefix) == 0;
+}
+
+bool mayMatchAnyRule(const std::string& text) {
+  // The names the catalogue's matchers look for (rewrite-rules/*.cpp).
+  static const std::set<std::string> triggers = {
+      "backward", "to", "save", "load", "cout", "printf", "main", "launch", "setup", "parameters",
+      "named_parameters", "make_data_loader", "data_parallel", "device", "Device", "DeviceType",
+      "is_available", "Fabric", "fabric"};
+  for (size_t i = 0; i < text.size();) {
+    unsigned char c = text[i];
+    if (!(std::isalpha(c) || c == '_')) {
+      ++i;
+      continue;
+    }
+    size_t start = i;
+    while (i < text.size() && (std::isalnum(static_cast<unsigned char>(text[i])) || text[i] == '_')) ++i;
+    std::string word = text.substr(start, i - start);
+    if (triggers.count(word)) return true;
+    std::string lower = word;
+    for (char& ch : lower) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    if (lower.find("cuda") != std::string::npos) return true;
+  }
+  return false;
+}
+
+std::unique_ptr<clang::tooling::CompilationDatabase> databaseFor(const std::string& file) {
+  std::string error;
+  std::vector<std::string> defaults = {FABRIC_DEFAULT_COMPILE_FLAGS};
+  return std::make_unique<DetectedOrDefaultDatabase>(
+      clang::tooling::CompilationDatabase::autoDetectFromSource(file, error),
+      std::make_unique<clang::tooling::FixedCompilationDatabase>(".", defaults));
+}
+
+EngineOptions engineOptionsFor(const std::string& projectRoot, const char* argv0, bool usePch) {
+  // The runtime's headers: next to an installed fabricize, else the source tree.
+  std::string exe = llvm::sys::fs::getMainExecutable(argv0, reinterpret_cast<void*>(&engineOptionsFor));
+  llvm::SmallString<256> installed(llvm::sys::path::parent_path(llvm::sys::path::parent_path(exe)));
+  llvm::sys::path::append(installed, "include");
+  llvm::SmallString<256> header(installed);
+  llvm::sys::path::append(header, "fabric", "fabric.h");
+  std::string runtimeInclude = llvm::sys::fs::exists(header) ? std::string(installed) : FABRIC_RUNTIME_INCLUDE_DIR;
+  EngineOptions options;
+  options.projectRoot = projectRoot;
+  options.resourceDir = FABRIC_CLANG_RESOURCE_DIR;
+  options.extraArguments = {"-w", "-isystem", runtimeInclude};
+  if (usePch) {  // as migrate does: LibTorch parsed once per flag set, cached on disk
+    options.pch.cacheDir = defaultPchCacheDir();
+    options.pch.extraArguments = options.extraArguments;
+    options.pch.resourceDir = options.resourceDir;
+  }
+  return options;
+}
+
+std::string renderFixed(const std::string& original, const std::vector<TextEdit>& edits, bool wantsInclude,
+                        std::vector<EditConflict>* conflicts, std::vector<TextEdit>* applied) {
+  // The same steps, in the same order, as migrate's rendering in main.cpp.
+  MergedEdits merged = mergeEdits(original, edits);
+  if (!merged.edits.empty() || wantsInclude) {
+    TextEdit include;
+    if (includeInsertion(original, "fabric/fabric.h", include)) {
+      include.ruleId = "fabric-insert";
+      include.explanation = "include the Fabric runtime";
+      lineAndColumn(original, include.offset, include.line, include.column);
+      std::vector<TextEdit> all = merged.edits;
+      all.push_back(include);
+      auto earlier = merged.conflicts;
+      merged = mergeEdits(original, all);
+      merged.conflicts.insert(merged.conflicts.end(), earlier.begin(), earlier.end());
+    }
+  }
+  if (conflicts) *conflicts = merged.conflicts;
+  matchLineEndings(original, merged.edits);
+  if (applied) *applied = merged.edits;
+  return applyEdits(original, merged.edits);
+}
+
+unsigned utf16Column(const std::string& text, unsigned line, unsigned column) {
+  std::string lineBytes = lineText(text, line);
+  unsigned units = 0;
+  for (unsigned i = 0; i + 1 < column && i < lineBytes.size(); ++i) {
+    unsigned char c = lineBytes[i];
+    if ((c & 0xC0) == 0x80) continue;  // continuation byte
+    units += (c >= 0xF0) ? 2 : 1;      // 4-byte sequences are surrogate pairs
+  }
+  return units;
+}
+
+// --- the lint command -------------------------------------------------------
+
+int runLint(int argc, const char** argv) {
+  std::vector<std::string> paths, compilerFlags, cliSelect, cliIgnore;
+  std::string buildPath, format = "text", outputFile, root;
+  bool fix = false, verbose = false, usePch = true, sawDashDash = false, sawSelect = false, sawIgnore = false;
+  auto fail = [](const std::string& message) {
+    llvm::errs() << "fabricize lint: error: " << message << "\n";
+    return kError;
+  };
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (sawDashDash) {
+      compilerFlags.push_back(arg);
+      continue;
+    }
+    // --name value and --name=value alike.
+    auto value = [&](const std::string& name, std::string& out) {
+      if (arg == name) {
+        if (i + 1 >= argc) return false;
+        out = argv[++i];
+        return true;
+      }
+      if (arg.compare(0, name.size() + 1, name + "=") == 0) {
+        out = arg.substr(name.size() + 1);
+        return true;
+      }
+      return false;
+    };
+    std::string v;
+    if (arg == "--") sawDashDash = true;
+    else if (arg == "--help" || arg == "-h") {
+      llvm::outs() << kUsage;
+      return kClean;
+    } else if (arg == "--fix") fix = true;
+    else if (arg == "--verbose" || arg == "-v") verbose = true;
+    else if (arg == "--no-pch") usePch = false;
+    else if (value("-p", buildPath) || value("--format", format) || value("--output-file", outputFile) ||
+             value("--root", root)) {
+    } else if (value("--select", v)) {
+      sawSelect = true;
+      for (auto& s : splitList(v)) cliSelect.push_back(s);
+    } else if (value("--ignore", v)) {
+      sawIgnore = true;
+      for (auto& s : splitList(v)) cliIgnore.push_back(s);
+    } else if (!arg.empty() && arg[0] == '-') {
+      llvm::errs() << kUsage;
+      return fail("unknown option '" + arg + "'");
+    } else paths.push_back(arg);
+  }
+  if (format != "text" && format != "json" && format != "sarif" && format != "github")
+    return fail("unknown --format '" + format + "' (text, json, sarif, github)");
+
+  std::string error;
+  std::unique_ptr<clang::tooling::CompilationDatabase> database;
+  if (sawDashDash) {
+    database = std::make_unique<clang::tooling::FixedCompilationDatabase>(".", compilerFlags);
+  } else if (!buildPath.empty()) {
+    database = clang::tooling::CompilationDatabase::loadFromDirectory(buildPath, error);
+    if (!database) return fail("cannot read compile_commands.json in " + buildPath + ": " + error);
+  }
+
+  std::vector<std::string> files;
+  for (const std::string& p : paths)
+    if (!collectSources(p, files, error)) return fail(error);
+  if (paths.empty() && database && !buildPath.empty())
+    for (const std::string& f : database->getAllFiles())
+      if (isSourceFile(f)) files.push_back(absolutePath(f));
+  if (files.empty()) {
+    if (paths.empty()) return fail("no files or directories given (see --help)");
+    if (verbose) llvm::errs() << "fabricize lint: no C++ sources under the given paths\n";
+    return kClean;
+  }
+  std::sort(files.begin(), files.end());
+  files.erase(std::unique(files.begin(), files.end()), files.end());
+  if (!database) database = databaseFor(files.front());
+
+  // Fast path: a file naming nothing the rules look for cannot match.
+  std::vector<std::string> toAnalyse;
+  for (const std::string& f : files) {
+    std::string text;
+    if (!readFile(f, text)) return fail(f + ": cannot read");
+    if (mayMatchAnyRule(text)) toAnalyse.push_back(f);
+    else if (verbose) llvm::errs() << "fabricize lint: " << displayPath(f) << ": skipped (no rule's trigger token)\n";
+  }
+  if (verbose)
+    for (const std::string& f : toAnalyse) llvm::errs() << "fabricize lint: " << displayPath(f) << ": analysing\n";
+
+  std::string projectRoot = root.empty() ? commonDirectory(files) : absolutePath(root);
+  EngineResult result;
+  if (!toAnalyse.empty())
+    result = runRules(buildCatalogue(FabricOptions{}), *database, toAnalyse, engineOptionsFor(projectRoot, argv[0], usePch));
+  for (const std::string& f : result.failedSources)
+    llvm::errs() << "fabricize lint: error: " << displayPath(f)
+                 << ": does not compile (see the errors above); it was not analysed\n";
+
+  // Filter: selection (command line, else the nearest config file), then comments.
+  std::map<std::string, std::string> texts;
+  auto textOf = [&](const std::string& path) -> const std::string& {
+    auto it = texts.find(path);
+    if (it != texts.end()) return it->second;
+    std::string text;
+    auto file = result.files.find(path);
+    if (file != result.files.end()) text = file->second.original;
+    else readFile(path, text);
+    return texts[path] = text;
+  };
+  std::map<std::string, Config> configCache;
+  std::vector<Reported> reported;
+  std::set<std::string> filesWithHiddenFindings;
+  for (LintFinding& finding : findingsOf(result)) {
+    Config config;
+    if (!loadConfigFor(finding.file, configCache, config, error)) return fail(error);
+    const auto& select = sawSelect ? cliSelect : config.select;
+    const auto& ignore = sawIgnore ? cliIgnore : config.ignore;
+    bool selected = select.empty() || std::any_of(select.begin(), select.end(), [&](const std::string& p) {
+                      return matchesPattern(finding.ruleId, p);
+                    });
+    bool ignored = std::any_of(ignore.begin(), ignore.end(),
+                               [&](const std::string& p) { return matchesPattern(finding.ruleId, p); });
+    if (!selected || ignored || isSuppressed(textOf(finding.file), finding.line, finding.ruleId)) {
+      filesWithHiddenFindings.insert(finding.file);
+      continue;
+    }
+    reported.push_back({std::move(finding), false});
+  }
+
+  // --fix: the reported findings' edits, rendered and written as migrate does.
+  if (fix) {
+    std::map<std::string, std::vector<size_t>> perFile;
+    for (size_t i = 0; i < reported.size(); ++i)
+      if (!reported[i].finding.edits.empty()) perFile[reported[i].finding.file].push_back(i);
+    for (auto& [path, indices] : perFile) {
+      std::vector<TextEdit> edits;
+      for (size_t i : indices)
+        edits.insert(edits.end(), reported[i].finding.edits.begin(), reported[i].finding.edits.end());
+      auto file = result.files.find(path);
+      bool wantsInclude = file != result.files.end() && file->second.wantsInclude &&
+                          !filesWithHiddenFindings.count(path);
+      std::vector<EditConflict> conflicts;
+      std::string fixed = renderFixed(textOf(path), edits, wantsInclude, &conflicts);
+      std::string problem = writeFileAtomically(path, fixed);
+      if (!problem.empty()) return fail(problem);
+      for (size_t i : indices) {
+        bool dropped = false;
+        for (const EditConflict& c : conflicts)
+          dropped = dropped || (c.dropped.ruleId == reported[i].finding.ruleId &&
+                                c.dropped.line == reported[i].finding.line);
+        reported[i].fixed = !dropped;
+      }
+      for (const EditConflict& c : conflicts)
+        llvm::errs() << displayPath(path) << ":" << c.dropped.line << ":" << c.dropped.column
+                     << ": warning: fix-it not applied: it overlaps a fix-it of " << c.kept.ruleId << " ["
+                     << c.dropped.ruleId << "]\n";
+    }
+  }
+
+  // Render.
+  std::string report;
+  llvm::raw_string_ostream out(report);
+  auto catalogue = buildCatalogue(FabricOptions{});
+  if (format == "text") {
+    for (const Reported& r : reported) {
+      const LintFinding& f = r.finding;
+      std::string path = displayPath(f.file);
+      out << path << ":" << f.line << ":" << f.column << ": warning: " << f.message << " [" << f.ruleId << "]"
+          << (r.fixed ? " (fixed)" : "") << "\n";
+      std::string source = lineText(textOf(f.file), f.line);
+      out << source << "\n";
+      std::string caret;
+      for (unsigned i = 0; i + 1 < f.column && i < source.size(); ++i) caret += source[i] == '\t' ? '\t' : ' ';
+      out << caret << "^\n";
+      const std::string& text = textOf(f.file);
+      for (const TextEdit& e : f.edits) {
+        unsigned endLine, endColumn;
+        lineAndColumn(text, e.offset + e.length, endLine, endColumn);
+        out << path << ":" << e.line << ":" << e.column << ": note: fix-it: {" << e.line << ":" << e.column << "-"
+            << endLine << ":" << endColumn << "}: " << quoted(e.replacement) << "\n";
+      }
+    }
+    if (!reported.empty()) out << reported.size() << (reported.size() == 1 ? " finding" : " findings") << ".\n";
+  } else if (format == "github") {
+    for (const Reported& r : reported) {
+      const LintFinding& f = r.finding;
+      out << "::warning file=" << githubEscape(displayPath(f.file), true) << ",line=" << f.line
+          << ",col=" << f.column << ",title=" << githubEscape(f.ruleId, true)
+          << "::" << githubEscape(f.message, false) << "\n";
+    }
+  } else if (format == "json") {
+    nlohmann::json json = {{"version", FABRICIZE_VERSION}, {"findings", nlohmann::json::array()},
+                           {"notAnalysed", result.failedSources}};
+    for (const Reported& r : reported) {
+      const LintFinding& f = r.finding;
+      nlohmann::json fixes = nlohmann::json::array();
+      const std::string& text = textOf(f.file);
+      for (const TextEdit& e : f.edits) {
+        unsigned endLine, endColumn;
+        lineAndColumn(text, e.offset + e.length, endLine, endColumn);
+        fixes.push_back({{"offset", e.offset}, {"length", e.length}, {"replacement", e.replacement},
+                         {"line", e.line}, {"column", e.column}, {"endLine", endLine},
+                         {"endColumn", endColumn}});
+      }
+      json["findings"].push_back({{"ruleId", f.ruleId}, {"file", displayPath(f.file)}, {"line", f.line},
+                                  {"column", f.column}, {"severity", "warning"}, {"message", f.message},
+                                  {"fixes", fixes}, {"fixed", r.fixed}});
+    }
+    out << json.dump(2) << "\n";
+  } else {  // sarif
+    nlohmann::json rules = nlohmann::json::array();
+    std::map<std::string, size_t> ruleIndex;
+    for (const Rule& rule : catalogue) {
+      ruleIndex[rule.id] = rules.size();
+      rules.push_back({{"id", rule.id}, {"shortDescription", {{"text", rule.summary}}}});
+    }
+    nlohmann::json results = nlohmann::json::array();
+    for (const Reported& r : reported) {
+      const LintFinding& f = r.finding;
+      const std::string& text = textOf(f.file);
+      // SARIF columns count UTF-16 code units (the default columnKind), 1-based.
+      auto column = [&](unsigned line, unsigned byteColumn) { return utf16Column(text, line, byteColumn) + 1; };
+      nlohmann::json location = {
+          {"physicalLocation",
+           {{"artifactLocation", {{"uri", fileUri(f.file)}}},
+            {"region", {{"startLine", f.line}, {"startColumn", column(f.line, f.column)}}}}}};
+      nlohmann::json result = {{"ruleId", f.ruleId},
+                               {"level", "warning"},
+                               {"message", {{"text", f.message}}},
+                               {"locations", {location}}};
+      if (ruleIndex.count(f.ruleId)) result["ruleIndex"] = ruleIndex[f.ruleId];
+      if (!f.edits.empty()) {
+        nlohmann::json replacements = nlohmann::json::array();
+        for (const TextEdit& e : f.edits) {
+          unsigned endLine, endColumn;
+          lineAndColumn(text, e.offset + e.length, endLine, endColumn);
+          replacements.push_back(
+              {{"deletedRegion",
+                {{"startLine", e.line}, {"startColumn", column(e.line, e.column)}, {"endLine", endLine},
+                 {"endColumn", column(endLine, endColumn)}, {"charOffset", e.offset}, {"charLength", e.length}}},
+               {"insertedContent", {{"text", e.replacement}}}});
+        }
+        result["fixes"] = {{{"description", {{"text", f.message}}},
+                            {"artifactChanges",
+                             {{{"artifactLocation", {{"uri", fileUri(f.file)}}}, {"replacements", replacements}}}}}};
+      }
+      results.push_back(result);
+    }
+    nlohmann::json invocation = {{"executionSuccessful", result.failedSources.empty()}};
+    if (!result.failedSources.empty()) {
+      nlohmann::json notifications = nlohmann::json::array();
+      for (const std::string& f : result.failedSources)
+        notifications.push_back(
+            {{"level", "error"},
+             {"message", {{"text", displayPath(f) + ": does not compile; it was not analysed"}}},
+             {"locations", {{{"physicalLocation", {{"artifactLocation", {{"uri", fileUri(f)}}}}}}}}});
+      invocation["toolExecutionNotifications"] = notifications;
+    }
+    nlohmann::json sarif = {
+        {"$schema", "https://json.schemastore.org/sarif-2.1.0.json"},
+        {"version", "2.1.0"},
+        {"runs",
+         {{{"tool",
+            {{"driver",
+              {{"name", "fabricize"},
+               {"version", FABRICIZE_VERSION},
+               {"rules", rules}}}}},
+           {"columnKind", "utf16CodeUnits"},
+           {"invocations", {invocation}},
+           {"results", results}}}}};
+    out << sarif.dump(2) << "\n";
+  }
+  out.flush();
+  if (outputFile.empty()) {
+    llvm::outs() << report;
+  } else {
+    std::string problem = writeFileAtomically(outputFile, report);
+    if (!problem.empty()) return fail(problem);
+  }
+
+  if (!result.failedSources.empty()) return kError;
+  bool remaining = std::any_of(reported.begin(), reported.end(), [](const Reported& r) { return !r.fixed; });
+  return remaining ? kFindings : kClean;
+}
+
+}  // namespace fabricize

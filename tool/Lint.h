@@ -1,0 +1,71 @@
+// The lint and language-server front ends: both run the migrate catalogue
+// through the engine and show each RuleMatch as a finding with its fix-it.
+// Nothing here defines a rule.
+#pragma once
+
+#include "EditSet.h"
+#include "Engine.h"
+
+#include "clang/Tooling/CompilationDatabase.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace fabricize {
+
+// `fabricize lint ...` and `fabricize lsp`; argv[0] is the subcommand.
+int runLint(int argc, const char** argv);
+int runLsp(int argc, const char** argv);
+
+// --- shared by lint and lsp -------------------------------------------------
+
+// A finding as shown to a person: a rule match (with its edits as fix-it),
+// or an engine finding that is not a match (code inside a macro).
+struct LintFinding {
+  std::string ruleId;
+  std::string file;  // absolute
+  unsigned line = 0, column = 0;  // 1-based, column in bytes
+  std::string message;
+  std::vector<TextEdit> edits;
+};
+
+// Every match once, then the engine findings no match already stands for.
+std::vector<LintFinding> findingsOf(const EngineResult& result);
+
+// clang-tidy's comment conventions: `// NOLINT`, `// NOLINT(id, prefix-*)` on
+// the line, `// NOLINTNEXTLINE(...)` on the line before, and lines between
+// `// NOLINTBEGIN(...)` and `// NOLINTEND(...)`.
+bool isSuppressed(const std::string& text, unsigned line, const std::string& ruleId);
+
+// `id` is selected by a pattern equal to it, a prefix of it ("fabric-" or
+// "fabric-*"), or "*".
+bool matchesPattern(const std::string& ruleId, const std::string& pattern);
+
+// Whether any identifier in `text` is one the catalogue's matchers name:
+// a file with none cannot match and need not be parsed.
+bool mayMatchAnyRule(const std::string& text);
+
+// compile_commands.json found above `file` (clangd's search) when it lists
+// the file, else the default LibTorch flags. Extra flags after `--` win.
+std::unique_ptr<clang::tooling::CompilationDatabase> databaseFor(const std::string& file);
+
+// The options every analysis runs with: Clang's builtin headers and the
+// runtime's headers (a migrated program includes <fabric/fabric.h>).
+EngineOptions engineOptionsFor(const std::string& projectRoot, const char* argv0, bool usePch = true);
+
+// The migrate result for `original` from the given edits, the way
+// `fabricize --stdout` renders it: merged, with the Fabric include added
+// when anything changes, line endings matched. Conflicts and the merged
+// edits that were applied are returned on request.
+std::string renderFixed(const std::string& original, const std::vector<TextEdit>& edits, bool wantsInclude,
+                        std::vector<EditConflict>* conflicts = nullptr,
+                        std::vector<TextEdit>* applied = nullptr);
+
+std::string absolutePath(const std::string& path);
+
+// 0-based UTF-16 offset within its line of the byte `column` (1-based) of
+// `line` (1-based): LSP positions and SARIF columns count UTF-16 code units.
+unsigned utf16Column(const std::string& text, unsigned line, unsigned column);
+
+}  // namespace fabricize
