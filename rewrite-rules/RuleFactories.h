@@ -16,5 +16,8 @@ Rule makeBackwardRule(const FabricOptions&);
 Rule makeRankZeroPrintRule(const FabricOptions&);
 Rule makeCheckpointRule(const FabricOptions&);
 Rule makeHardcodedDeviceRule(const FabricOptions&);
+Rule makeDataParallelRule(const FabricOptions&);
+Rule makeCudaRuntimeRule(const FabricOptions&);
+Rule makeManualAllReduceRule(const FabricOptions&);
 
 }  // namespace fabricize

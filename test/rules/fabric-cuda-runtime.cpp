@@ -1,0 +1,28 @@
+// RUN: %migrate %s -- %flags > %t.cpp 2> %t.err; test $? -eq 1
+// RUN: FileCheck %s --input-file=%t.err --check-prefix=MSG
+// RUN: FileCheck %s --input-file=%t.cpp
+#include <torch/torch.h>
+
+extern "C" int cudaSetDevice(int device);
+extern "C" int cudaStreamCreate(void** stream);
+namespace c10::cuda {
+class CUDAStream {};
+CUDAStream getStreamFromPool(bool high_priority = false, int8_t device = -1);
+}  // namespace c10::cuda
+
+// Reported, never edited.
+// CHECK: {{^  }}cudaSetDevice(1);
+// CHECK-NEXT: {{^  }}void* raw = nullptr;
+// CHECK-NEXT: {{^  }}cudaStreamCreate(&raw);
+// CHECK-NEXT: {{^  }}c10::cuda::CUDAStream side = c10::cuda::getStreamFromPool();
+// MSG: fabric-cuda-runtime.cpp:[[@LINE+5]]:3: warning: raw CUDA device or stream management{{.*}}[fabric-cuda-runtime]
+// MSG: fabric-cuda-runtime.cpp:[[@LINE+6]]:3: warning: raw CUDA{{.*}}[fabric-cuda-runtime]
+// MSG: fabric-cuda-runtime.cpp:[[@LINE+6]]:3: warning: raw CUDA{{.*}}[fabric-cuda-runtime]
+// MSG: fabric-cuda-runtime.cpp:[[@LINE+5]]:32: warning: raw CUDA{{.*}}[fabric-cuda-runtime]
+int main() {
+  cudaSetDevice(1);
+  void* raw = nullptr;
+  cudaStreamCreate(&raw);
+  c10::cuda::CUDAStream side = c10::cuda::getStreamFromPool();
+  return 0;
+}
