@@ -14,8 +14,8 @@ class ProcessGroup {
 // Reported, never edited.
 // CHECK: {{^    }}group.allreduce(grads);
 // CHECK-NEXT: {{^    }}MPI_Allreduce(nullptr, nullptr, 1, 0, 0, 0);
-// MSG: fabric-manual-allreduce.cpp:[[@LINE+3]]:5: warning: hand-written all-reduce{{.*}}[fabric-manual-allreduce]
-// MSG: fabric-manual-allreduce.cpp:[[@LINE+3]]:5: warning: hand-written all-reduce{{.*}}[fabric-manual-allreduce]
+// MSG: fabric-manual-allreduce.cpp:[[@LINE+4]]:5: warning: hand-written all-reduce{{.*}}[fabric-manual-allreduce]
+// MSG: fabric-manual-allreduce.cpp:[[@LINE+4]]:5: warning: hand-written all-reduce{{.*}}[fabric-manual-allreduce]
 void sync(c10d::ProcessGroup& group) {
   std::vector<at::Tensor> grads;
     group.allreduce(grads);
