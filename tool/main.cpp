@@ -4,6 +4,7 @@
 //
 // Exit codes: 0 migrated, 1 migrated with findings a person must read,
 // 2 error (nothing written).
+#include "Diff.h"
 #include "EditSet.h"
 #include "Engine.h"
 #include "Lint.h"
@@ -31,6 +32,12 @@ cl::list<std::string> sources(cl::Positional, cl::desc("<source files>"), cl::ca
 cl::opt<std::string> outputDir("o", cl::desc("Write the migrated tree under <dir>, mirroring the project root"),
                                cl::value_desc("dir"), cl::cat(category));
 cl::opt<bool> inPlace("i", cl::desc("Edit the files in place (atomic replace)"), cl::cat(category));
+cl::opt<bool> showDiff("diff", cl::desc("Print a unified diff of the migration; write nothing"),
+                       cl::cat(category));
+cl::opt<bool> addComments("comments",
+                          cl::desc("Add a `// fabricize(<rule-id>): ...` comment on each line a "
+                                   "person must look at"),
+                          cl::cat(category));
 cl::opt<bool> toStdout("stdout", cl::desc("Print the migrated source of the single input file"),
                        cl::cat(category));
 cl::opt<std::string> buildPath("p", cl::desc("Build directory holding compile_commands.json"),
@@ -136,6 +143,33 @@ std::string runtimeIncludeDir(const char* argv0) {
   return FABRIC_RUNTIME_INCLUDE_DIR;
 }
 
+// `  // fabricize(<id>): <message>` at the end of the finding's line, unless
+// the line carries one for that rule already (migrating twice adds nothing).
+bool findingComment(const std::string& text, const Finding& finding, TextEdit& out) {
+  size_t offset = 0;
+  for (unsigned line = 1; line < finding.line && offset != std::string::npos; ++line) {
+    offset = text.find('\n', offset);
+    if (offset != std::string::npos) ++offset;
+  }
+  if (offset == std::string::npos) return false;
+  size_t end = text.find('\n', offset);
+  if (end == std::string::npos) end = text.size();
+  if (end > offset && text[end - 1] == '\r') --end;
+  std::string marker = "fabricize(" + finding.ruleId + ")";
+  if (text.compare(offset, end - offset, text, offset, end - offset) == 0 &&
+      text.substr(offset, end - offset).find(marker) != std::string::npos)
+    return false;
+  out = TextEdit();
+  out.offset = static_cast<unsigned>(end);
+  out.replacement = "  // " + marker + ": " + finding.message;
+  out.ruleId = finding.ruleId;
+  out.explanation = "comment for a person";
+  out.line = finding.line;
+  out.column = static_cast<unsigned>(end - offset + 1);
+  out.ruleIndex = ~size_t(0);  // after any other insertion at the same place
+  return true;
+}
+
 std::string cmakeFor(const std::vector<std::string>& relativeSources) {
   std::string target = llvm::sys::path::stem(relativeSources.front()).str();
   std::string text =
@@ -194,8 +228,8 @@ int main(int argc, const char** argv) {
     return kMigrated;
   }
   if (sources.empty()) return fail("no source files given (see --help)");
-  int modes = !outputDir.empty() + inPlace + toStdout;
-  if (modes != 1) return fail("choose exactly one output: -o <dir>, -i or --stdout");
+  int modes = !outputDir.empty() + inPlace + toStdout + showDiff;
+  if (modes != 1) return fail("choose exactly one output: -o <dir>, -i, --stdout or --diff");
   if (toStdout && sources.size() != 1) return fail("--stdout takes exactly one source file");
   if (emitCMake && outputDir.empty()) return fail("--emit-cmake needs -o <dir>");
 
@@ -263,6 +297,12 @@ int main(int argc, const char** argv) {
       result.files.emplace(f, std::move(unchanged));
     }
   std::vector<Finding> findings = result.findings;
+  if (addComments)
+    for (const Finding& f : findings)
+      if (auto file = result.files.find(f.file); file != result.files.end()) {
+        TextEdit comment;
+        if (findingComment(file->second.original, f, comment)) file->second.edits.push_back(comment);
+      }
   for (auto& [path, file] : result.files) {
     Rendered r;
     r.merged = mergeEdits(file.original, file.edits);
@@ -292,6 +332,12 @@ int main(int argc, const char** argv) {
   std::vector<std::string> written;
   if (toStdout) {
     llvm::outs() << rendered.at(files.front()).text;
+  } else if (showDiff) {
+    for (const auto& [path, r] : rendered) {
+      const std::string& original = result.files.at(path).original;
+      std::string relative = relativeTo(path, root);
+      llvm::outs() << unifiedDiff(original, r.merged.edits, "a/" + relative, "b/" + relative);
+    }
   } else {
     for (const auto& [path, r] : rendered) {
       bool isInput = std::find(files.begin(), files.end(), path) != files.end();

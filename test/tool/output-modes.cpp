@@ -38,7 +38,7 @@
 // MISSING: error: {{.*}}missing.cpp: no such file
 // RUN: %fabricize %t/project/src/train.cpp > %t/nomode.err 2>&1; test $? -eq 2
 // RUN: FileCheck %s --input-file=%t/nomode.err --check-prefix=NOMODE
-// NOMODE: error: choose exactly one output: -o <dir>, -i or --stdout
+// NOMODE: error: choose exactly one output: -o <dir>, -i, --stdout or --diff
 #include <torch/torch.h>
 
 int main() {
