@@ -1,6 +1,9 @@
 #include "Edits.h"
 
+#include "clang/AST/ASTContext.h"
 #include "clang/AST/Stmt.h"
+#include "clang/ASTMatchers/ASTMatchFinder.h"
+#include "clang/ASTMatchers/ASTMatchers.h"
 #include "clang/Basic/SourceManager.h"
 
 #include <cctype>
@@ -90,6 +93,60 @@ Stencil topStatement(std::string id, std::string statement) {
     for (size_t at = text.find('\n'); at != std::string::npos; at = text.find('\n', at + 1))
       text.insert(at + 1, top->indent);
     return top->onOwnLine ? top->indent + text + "\n" : text + " ";
+  });
+}
+
+namespace {
+
+bool isFabricType(QualType type) {
+  type = type.getNonReferenceType();
+  const auto* record = type->getAsCXXRecordDecl();
+  return record && record->getQualifiedNameAsString() == "fabric::Fabric";
+}
+
+// The function around `node`, walking up through lambdas to the function
+// whose locals and parameters the lambda can capture.
+std::vector<const FunctionDecl*> enclosingFunctions(const DynTypedNode& node, ASTContext& context) {
+  std::vector<const FunctionDecl*> functions;
+  std::vector<DynTypedNode> pending{node};
+  while (!pending.empty()) {
+    DynTypedNode current = pending.back();
+    pending.pop_back();
+    for (const DynTypedNode& parent : context.getParents(current)) {
+      if (const auto* function = parent.get<FunctionDecl>()) functions.push_back(function);
+      pending.push_back(parent);
+    }
+  }
+  return functions;
+}
+
+}  // namespace
+
+std::string fabricNameAt(const ast_matchers::MatchFinder::MatchResult& result) {
+  auto root = result.Nodes.getMap().find(RootID);
+  if (root == result.Nodes.getMap().end()) return "fabric";
+  for (const FunctionDecl* function : enclosingFunctions(root->second, *result.Context)) {
+    for (const ParmVarDecl* parameter : function->parameters())
+      if (isFabricType(parameter->getType()) && !parameter->getName().empty())
+        return parameter->getName().str();
+    if (function->hasBody())
+      for (const auto& nodes : ast_matchers::match(
+               ast_matchers::stmt(ast_matchers::forEachDescendant(
+                   ast_matchers::varDecl().bind("var"))),
+               *function->getBody(), *result.Context)) {
+        const auto* var = nodes.getNodeAs<VarDecl>("var");
+        if (isFabricType(var->getType())) return var->getName().str();
+      }
+    if (const auto* method = llvm::dyn_cast<CXXMethodDecl>(function))
+      for (const FieldDecl* field : method->getParent()->fields())
+        if (isFabricType(field->getType())) return field->getName().str();
+  }
+  return "fabric";
+}
+
+Stencil fabricMember(std::string member) {
+  return run([member](const ast_matchers::MatchFinder::MatchResult& result) -> llvm::Expected<std::string> {
+    return fabricNameAt(result) + "." + member;
   });
 }
 

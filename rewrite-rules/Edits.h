@@ -22,6 +22,13 @@ clang::transformer::RangeSelector firstStatement(std::string id);
 // `statement` laid out for that place: its own line, indented like the block.
 clang::transformer::Stencil topStatement(std::string id, std::string statement);
 
+// The name under which the Fabric is reachable where the rule matched: a
+// local fabric::Fabric, a parameter, a data member of the enclosing class,
+// else `fabric` (the one fabric-insert puts at the top of main).
+std::string fabricNameAt(const clang::ast_matchers::MatchFinder::MatchResult& result);
+// `<fabric name>.<member>`, e.g. fabricMember("backward(") -> "trainer_fabric.backward(".
+clang::transformer::Stencil fabricMember(std::string member);
+
 // Removes a whole statement; the engine also removes its line when nothing
 // else is on it.
 clang::transformer::ASTEdit removeStatement(std::string id);

@@ -115,12 +115,13 @@ inline DeclarationMatcher mainNeedingFabric() {
 }
 
 // --- Where a Fabric is available ------------------------------------------
-// main when fabric-insert puts one there, or a function that already
-// declares or receives a fabric::Fabric.
+// main when fabric-insert puts one there, a function that already declares
+// or receives a fabric::Fabric, or a method of a class that holds one.
 inline DeclarationMatcher fabricScopeFunction() {
   return functionDecl(anyOf(mainNeedingFabric(),
                             hasAnyParameter(hasType(valueOrReference(fabricType()))),
-                            hasDescendant(varDecl(hasType(fabricType())))));
+                            hasDescendant(varDecl(hasType(fabricType()))),
+                            cxxMethodDecl(ofClass(has(fieldDecl(hasType(valueOrReference(fabricType()))))))));
 }
 inline auto inFabricScope() { return hasAncestor(fabricScopeFunction()); }
 

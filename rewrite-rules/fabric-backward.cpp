@@ -1,4 +1,5 @@
 // Step 5: backward goes through the Fabric (precision, gradient sync).
+#include "Edits.h"
 #include "Matchers.h"
 #include "RuleFactories.h"
 
@@ -26,13 +27,13 @@ Rule makeBackwardRule(const FabricOptions&) {
       RuleKind::Rewrite,
       applyFirst<std::string>({
           makeRule(cxxMemberCallExpr(tensorBackward, withoutArguments, inFabricScope()).bind("call"),
-                   changeTo(node("call"), cat("fabric.backward(", node("loss"), ")")), explain),
+                   changeTo(node("call"), cat(edits::fabricMember("backward("), node("loss"), ")")), explain),
           makeRule(cxxMemberCallExpr(tensorBackward, inFabricScope()).bind("call"),
                    changeTo(node("call"),
-                            cat("fabric.backward(", node("loss"), ", ", callArgs("call"), ")")),
+                            cat(edits::fabricMember("backward("), node("loss"), ", ", callArgs("call"), ")")),
                    explain),
           makeRule(callExpr(autogradBackward, inFabricScope()).bind("call"),
-                   changeTo(node("call"), cat("fabric.backward(", node("loss"), ")")), explain),
+                   changeTo(node("call"), cat(edits::fabricMember("backward("), node("loss"), ")")), explain),
       })};
 }
 

@@ -1,5 +1,6 @@
 // Checkpoints go through the Fabric: every rank calls, rank 0 writes
 // atomically, so ranks do not fight over one file.
+#include "Edits.h"
 #include "Matchers.h"
 #include "RuleFactories.h"
 
@@ -21,10 +22,10 @@ Rule makeCheckpointRule(const FabricOptions&) {
           RuleKind::Rewrite,
           applyFirst<std::string>({
               makeRule(call("::torch::save"),
-                       changeTo(node("call"), cat("fabric.save(", node("path"), ", ", node("value"), ")")),
+                       changeTo(node("call"), cat(edits::fabricMember("save("), node("path"), ", ", node("value"), ")")),
                        cat("rank 0 writes the checkpoint, atomically; every rank calls")),
               makeRule(call("::torch::load"),
-                       changeTo(node("call"), cat("fabric.load(", node("path"), ", ", node("value"), ")")),
+                       changeTo(node("call"), cat(edits::fabricMember("load("), node("path"), ", ", node("value"), ")")),
                        cat("every rank loads the checkpoint onto its own device")),
           })};
 }

@@ -56,7 +56,7 @@ Rule makeDeviceMoveRule(const FabricOptions&) {
                            .bind("stmt"),
                        edits::removeStatement("stmt"), cat(setUpModule)),
               // Other modules (a frozen teacher, say) still need the device.
-              makeRule(moduleTo, changeTo(node("device"), cat("fabric.device()")), cat(other)),
+              makeRule(moduleTo, changeTo(node("device"), edits::fabricMember("device()")), cat(other)),
               // Tensors from the loader.
               makeRule(cxxMemberCallExpr(tensorMove, on(loaderBatch()), unless(isCuda), withDtype()),
                        dropDeviceArgument(), cat(batch)),
@@ -64,10 +64,10 @@ Rule makeDeviceMoveRule(const FabricOptions&) {
                        changeTo(node("call"), cat(node("tensor"))), cat(batch)),
               // Any other tensor.
               makeRule(cxxMemberCallExpr(tensorMove, isCuda).bind("call"),
-                       changeTo(node("call"), cat(node("tensor"), ".to(fabric.device())")),
+                       changeTo(node("call"), cat(node("tensor"), ".to(", edits::fabricMember("device()"), ")")),
                        cat(other)),
               makeRule(cxxMemberCallExpr(tensorMove),
-                       changeTo(node("device"), cat("fabric.device()")), cat(other)),
+                       changeTo(node("device"), edits::fabricMember("device()")), cat(other)),
           })};
 }
 

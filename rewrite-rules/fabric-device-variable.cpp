@@ -69,7 +69,7 @@ Rule makeDeviceVariableRule(const FabricOptions&) {
   EditGenerator removeOrRedirect = [](const MatchFinder::MatchResult& result)
       -> llvm::Expected<llvm::SmallVector<Edit, 1>> {
     if (isUnused(result)) return edit(edits::removeStatement("decl"))(result);
-    return edit(changeTo(node("first"), cat("fabric.device()")))(result);
+    return edit(changeTo(node("first"), edits::fabricMember("device()")))(result);
   };
   Stencil explain = run([](const MatchFinder::MatchResult& result) -> llvm::Expected<std::string> {
     return isUnused(result) ? "device variable no longer used: the Fabric owns device placement"

@@ -1,4 +1,5 @@
 // Printing goes through rank zero, so N ranks do not print N copies.
+#include "Edits.h"
 #include "Matchers.h"
 #include "RuleFactories.h"
 
@@ -20,8 +21,8 @@ Rule makeRankZeroPrintRule(const FabricOptions&) {
           "printf becomes fabric.printf.",
           RuleKind::Rewrite,
           applyFirst<std::string>({
-              makeRule(cout, changeTo(node("stream"), cat("fabric.print()")), explain),
-              makeRule(printf, changeTo(node("callee"), cat("fabric.printf")), explain),
+              makeRule(cout, changeTo(node("stream"), edits::fabricMember("print()")), explain),
+              makeRule(printf, changeTo(node("callee"), edits::fabricMember("printf")), explain),
           })};
 }
 

@@ -1,5 +1,6 @@
 // Step 3 (data): make_data_loader becomes a Fabric loader: distributed
 // sampler when there are several ranks, batches delivered on the device.
+#include "Edits.h"
 #include "Matchers.h"
 #include "RuleFactories.h"
 
@@ -22,7 +23,7 @@ Rule makeSetupDataLoaderRule(const FabricOptions&) {
           applyFirst<std::string>({
               makeRule(callExpr(makeDataLoader, argumentCountIs(2)),
                        changeTo(enclose(node("callee"), name("callee")),
-                                cat("fabric.setup_dataloader")),
+                                edits::fabricMember("setup_dataloader")),
                        cat("let the Fabric shard the data set and move batches to the device")),
               // A sampler object the user built: its sharding is theirs to decide.
               makeRule(makeDataLoader, noopEdit(node("call")),

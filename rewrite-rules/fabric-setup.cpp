@@ -37,8 +37,9 @@ EditGenerator setupAfterLastOptimizer() {
     std::string arguments =
         tooling::getText(*result.Nodes.getNodeAs<Expr>("modelRef"), *result.Context).str();
     for (const VarDecl* each : all) arguments += ", " + each->getName().str();
+    using edits::fabricNameAt;
     return edit(insertAfter(node("decl"), cat("\n", edits::indentOf(node("decl")),
-                                              "fabric.setup(", arguments, ");")))(result);
+                                              fabricNameAt(result) + ".setup(", arguments, ");")))(result);
   };
 }
 

@@ -16,6 +16,8 @@ PACKAGES=(
   libtorch-dev libgloo-dev                            # LibTorch 1.13 with c10d; c10d's Gloo headers
   libopenblas0-pthread                                # several times faster CPU training than reference BLAS
   nlohmann-json3-dev libfmt-dev libgtest-dev
+  protobuf-compiler                                   # runtime.loggers cross-checks event files with protoc --decode_raw
+  python3-torch                                       # bench/compare_ddp.py: PyTorch's own DDP for comparison
 )
 
 missing=()

@@ -18,6 +18,8 @@
 
 #include <torch/version.h>
 
+#include <ATen/autocast_mode.h>
+
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
@@ -160,5 +162,46 @@ std::unique_ptr<Reducer> make_reducer(std::vector<at::Tensor> params,
 }
 
 } // namespace c10d_compat
+
+// Autocast switches: 1.13 has one pair of functions per device kind
+// (set_enabled/set_autocast_gpu_dtype for CUDA, set_cpu_enabled/
+// set_autocast_cpu_dtype for CPU); 2.4+ takes the device type.
+namespace autocast_compat {
+#if FABRIC_TORCH_AT_LEAST(2, 4)
+inline bool is_enabled(c10::DeviceType device) { return at::autocast::is_autocast_enabled(device); }
+inline void set_enabled(c10::DeviceType device, bool on) {
+  at::autocast::set_autocast_enabled(device, on);
+}
+inline at::ScalarType dtype(c10::DeviceType device) {
+  return at::autocast::get_autocast_dtype(device);
+}
+inline void set_dtype(c10::DeviceType device, at::ScalarType type) {
+  at::autocast::set_autocast_dtype(device, type);
+}
+#else
+inline bool is_enabled(c10::DeviceType device) {
+  return device == c10::DeviceType::CUDA ? at::autocast::is_enabled()
+                                         : at::autocast::is_cpu_enabled();
+}
+inline void set_enabled(c10::DeviceType device, bool on) {
+  if (device == c10::DeviceType::CUDA) {
+    at::autocast::set_enabled(on);
+  } else {
+    at::autocast::set_cpu_enabled(on);
+  }
+}
+inline at::ScalarType dtype(c10::DeviceType device) {
+  return device == c10::DeviceType::CUDA ? at::autocast::get_autocast_gpu_dtype()
+                                         : at::autocast::get_autocast_cpu_dtype();
+}
+inline void set_dtype(c10::DeviceType device, at::ScalarType type) {
+  if (device == c10::DeviceType::CUDA) {
+    at::autocast::set_autocast_gpu_dtype(type);
+  } else {
+    at::autocast::set_autocast_cpu_dtype(type);
+  }
+}
+#endif
+} // namespace autocast_compat
 } // namespace detail
 } // namespace fabric

@@ -3,10 +3,13 @@
 #include "c10d_compat.h"
 #include "launcher.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
@@ -15,6 +18,7 @@
 #include <iostream>
 #include <stdexcept>
 #include <thread>
+#include <unordered_map>
 #include <unordered_set>
 
 #ifdef USE_C10D_NCCL
@@ -43,16 +47,30 @@ class FabricState {
   torch::Device device{torch::kCPU};
   std::string strategy;  // resolved: "ddp" or "single_device"
   bool launched = false;
+  int64_t log_calls = 0;
   int uncaught_exceptions_at_construction = std::uncaught_exceptions();
 
   c10::intrusive_ptr<c10d::Store> store;
   c10d_compat::ProcessGroupPtr group;
   // One per set-up model, with the parameters it reduces.
   struct ModelReducer {
+    const torch::nn::Module* module = nullptr;
     std::vector<at::Tensor> parameters;
     std::unique_ptr<c10d::Reducer> reducer;
   };
   std::vector<ModelReducer> reducers;
+  // Every set-up module, with how many no_backward_sync guards hold it.
+  std::unordered_map<const torch::nn::Module*, int> no_sync_depth;
+  std::vector<std::shared_ptr<torch::nn::Module>> modules;
+
+  // "16-mixed": PyTorch's GradScaler, in plain tensor ops (1.13 has no CPU
+  // kernels for _amp_foreach_non_finite_check_and_unscale_/_amp_update_scale_).
+  struct LossScaler {
+    bool active = false;
+    double scale = 1.0;
+    int64_t growth_tracker = 0;  // clean steps since the last change
+    Options::GradScalerOptions options;
+  } scaler;
 
   // Runs one collective. When it fails because another rank died, the
   // launcher knows the cause within moments and is already stopping this
@@ -75,20 +93,72 @@ class FabricState {
   }
 };
 
-std::string temporary_path_for(const std::string& path) {
-  return path + ".tmp." + std::to_string(::getpid());
+// A fixed name, so that a save interrupted by a crash leaves one stale file
+// that the next save replaces, not one per process id.
+std::string temporary_path_for(const std::string& path) { return path + ".tmp"; }
+
+namespace {
+[[noreturn]] void throw_file_error(const std::string& what, const std::string& path, int error) {
+  throw std::runtime_error("fabric: cannot " + what + " '" + path + "': " + std::strerror(error));
 }
 
-void replace_file(const std::string& temporary, const std::string& path) {
-  if (std::rename(temporary.c_str(), path.c_str()) != 0) {
-    const int error = errno;
-    remove_file_quietly(temporary);
+std::string directory_of(const std::string& path) {
+  const auto slash = path.find_last_of('/');
+  if (slash == std::string::npos) return ".";
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+} // namespace
+
+void write_file_atomically(const std::string& path, const std::string& bytes) {
+  const std::string temporary = temporary_path_for(path);
+  // Whatever is at the temporary name (a stale file, or a symlink someone
+  // planted) is removed, never followed; O_EXCL|O_NOFOLLOW then refuses
+  // anything that appears there in between.
+  if (::unlink(temporary.c_str()) != 0 && errno != ENOENT) {
+    throw_file_error("remove the old temporary file", temporary, errno);
+  }
+  const int fd =
+      ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd < 0) throw_file_error("create", temporary, errno);
+  const char* data = bytes.data();
+  size_t left = bytes.size();
+  int error = 0;
+  while (left > 0 && error == 0) {
+    const ssize_t written = ::write(fd, data, left);
+    if (written < 0 && errno == EINTR) continue;
+    if (written <= 0) {
+      error = written < 0 ? errno : EIO;
+      break;
+    }
+    data += written;
+    left -= static_cast<size_t>(written);
+  }
+  // The data must be on disk before the rename makes it the checkpoint.
+  if (error == 0 && ::fsync(fd) != 0) error = errno;
+  if (::close(fd) != 0 && error == 0) error = errno;
+  if (error != 0) {
+    ::unlink(temporary.c_str());
+    throw_file_error("write", temporary, error);
+  }
+  // Test hook: a window in which the process can be killed between writing
+  // the temporary file and renaming it.
+  if (const char* pause = std::getenv("FABRIC_TEST_PAUSE_BEFORE_RENAME_S")) {
+    std::fprintf(stderr, "fabric: test hook: pausing before renaming %s\n", temporary.c_str());
+    std::this_thread::sleep_for(std::chrono::duration<double>(std::atof(pause)));
+  }
+  if (::rename(temporary.c_str(), path.c_str()) != 0) {
+    error = errno;
+    ::unlink(temporary.c_str());
     throw std::runtime_error("fabric: cannot rename '" + temporary + "' to '" + path +
                              "': " + std::strerror(error));
   }
+  // Makes the rename itself durable.
+  const int directory = ::open(directory_of(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (directory >= 0) {
+    ::fsync(directory);
+    ::close(directory);
+  }
 }
-
-void remove_file_quietly(const std::string& path) { std::remove(path.c_str()); }
 
 } // namespace detail
 
@@ -185,6 +255,12 @@ Fabric::Fabric(Options options) : state_(std::make_unique<detail::FabricState>()
     state.device = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(index));
   }
 
+  if (options.precision() == "16-mixed") {
+    state.scaler.active = true;
+    state.scaler.options = options.grad_scaler();
+    state.scaler.scale = state.scaler.options.init_scale;
+  }
+
   state.strategy = options.strategy();
   if (state.strategy == "auto") state.strategy = placement.world_size > 1 ? "ddp" : "single_device";
   if (state.strategy == "single_device" && placement.world_size > 1) {
@@ -202,6 +278,9 @@ Fabric::~Fabric() {
   // process group and the store it serves); a failed one ends the process.
   if (state.launched) detail::finish_launch(unwinding);
   try {
+    if (is_global_zero()) {
+      for (const auto& logger : state.options.loggers()) logger->finalize();
+    }
     state.reducers.clear();
     state.group.reset();
     state.store.reset();
@@ -292,7 +371,18 @@ void Fabric::setup_module(const std::shared_ptr<torch::nn::Module>& module) {
   auto& state = *state_;
   TORCH_CHECK(module != nullptr, "fabric::setup: the model is empty");
   state.require_launched("setup()");
-  module->to(state.device);
+  // "*-true" precisions: the whole module in that dtype, as Lightning does.
+  const std::string& precision = state.options.precision();
+  if (precision == "64-true") {
+    module->to(state.device, torch::kDouble);
+  } else if (precision == "16-true") {
+    module->to(state.device, torch::kHalf);
+  } else if (precision == "bf16-true") {
+    module->to(state.device, torch::kBFloat16);
+  } else {
+    module->to(state.device);
+  }
+  if (state.no_sync_depth.emplace(module.get(), 0).second) state.modules.push_back(module);
   if (!state.group) return;
 
   // Every rank starts from rank 0's weights and buffers, whatever its seed.
@@ -330,7 +420,7 @@ void Fabric::setup_module(const std::shared_ptr<torch::nn::Module>& module) {
         trained_parameters, std::move(bucket_indices), std::move(per_bucket_size_limits),
         state.group, static_cast<int64_t>(detail::kBucketBytes),
         static_cast<int64_t>(detail::kFirstBucketBytes));
-    state.reducers.push_back({std::move(trained_parameters), std::move(reducer)});
+    state.reducers.push_back({module.get(), std::move(trained_parameters), std::move(reducer)});
   });
 }
 
@@ -356,7 +446,8 @@ void Fabric::backward(const torch::Tensor& loss, const torch::Tensor& gradient,
   // reaches its parameters would wait for their gradients forever. So only
   // the models whose parameters' grad accumulators this graph reaches.
   std::unordered_set<const torch::autograd::Node*> reached;
-  if (!state.reducers.empty() && loss.grad_fn()) {
+  const bool scaling = state.scaler.active;
+  if ((!state.reducers.empty() || scaling) && loss.grad_fn()) {
     std::vector<const torch::autograd::Node*> pending{loss.grad_fn().get()};
     reached.insert(pending.back());
     while (!pending.empty()) {
@@ -368,12 +459,19 @@ void Fabric::backward(const torch::Tensor& loss, const torch::Tensor& gradient,
       }
     }
   }
-  auto reaches = [&reached](const detail::FabricState::ModelReducer& model) {
-    for (const auto& parameter : model.parameters) {
+  auto reaches_any = [&reached](const std::vector<at::Tensor>& parameters) {
+    for (const auto& parameter : parameters) {
       const auto accumulator = torch::autograd::impl::try_get_grad_accumulator(parameter);
       if (accumulator && reached.count(accumulator.get()) > 0) return true;
     }
     return false;
+  };
+  auto reaches = [&](const detail::FabricState::ModelReducer& model) {
+    // Under no_backward_sync the Reducer is not armed: its hooks then leave
+    // the gradients to accumulate locally, and the next armed backward
+    // reduces the accumulated sum.
+    if (state.no_sync_depth[model.module] > 0) return false;
+    return reaches_any(model.parameters);
   };
 
   // C++ offers no hook around the user's forward(), where PyTorch's DDP arms
@@ -387,8 +485,82 @@ void Fabric::backward(const torch::Tensor& loss, const torch::Tensor& gradient,
       model.reducer->rebuild_buckets();
       model.reducer->prepare_for_backward({});
     }
-    loss.backward(gradient, retain_graph, create_graph);
+    if (scaling) {
+      (loss * state.scaler.scale).backward(gradient, retain_graph, create_graph);
+    } else {
+      loss.backward(gradient, retain_graph, create_graph);
+    }
   });
+  if (!scaling) return;
+
+  // Gradients are all-reduced now (the Reducer finishes inside backward), so
+  // every rank finds the same inf/NaN. Micro-batches under no_backward_sync
+  // stay scaled until the backward that reduces them.
+  std::vector<std::vector<at::Tensor>> models;
+  for (const auto& module : state.modules) {
+    if (state.no_sync_depth[module.get()] > 0) continue;
+    auto parameters = module->parameters();
+    if (reaches_any(parameters)) models.push_back(std::move(parameters));
+  }
+  if (models.empty()) return;
+  torch::NoGradGuard no_grad;
+  const double inverse_scale = 1.0 / state.scaler.scale;
+  std::vector<at::Tensor> finite_flags;
+  for (const auto& parameters : models) {
+    for (const auto& parameter : parameters) {
+      at::Tensor grad = parameter.grad();
+      if (!grad.defined()) continue;
+      grad.mul_(inverse_scale);
+      finite_flags.push_back(torch::isfinite(grad).all());
+    }
+  }
+  const bool found_inf =
+      !finite_flags.empty() && !torch::stack(finite_flags).all().item<bool>();
+  auto& scaler = state.scaler;
+  if (found_inf) {
+    // C++ optimizers skip parameters without a gradient entirely (no
+    // update, no moment or step change): that is the skipped step.
+    for (const auto& parameters : models) {
+      for (const auto& parameter : parameters) parameter.mutable_grad() = at::Tensor();
+    }
+    scaler.scale *= scaler.options.backoff_factor;
+    scaler.growth_tracker = 0;
+  } else if (++scaler.growth_tracker >= scaler.options.growth_interval) {
+    scaler.scale *= scaler.options.growth_factor;
+    scaler.growth_tracker = 0;
+  }
+}
+
+double Fabric::loss_scale() const { return state_->scaler.active ? state_->scaler.scale : 1.0; }
+
+Autocast Fabric::autocast() {
+  const c10::DeviceType device_type = state_->device.type();
+  const std::string& precision = state_->options.precision();
+  if (precision == "bf16-mixed") return Autocast(true, device_type, at::kBFloat16);
+  if (precision == "16-mixed" && device_type == c10::DeviceType::CUDA) {
+    return Autocast(true, device_type, at::kHalf);
+  }
+  return Autocast(false, device_type, at::kFloat);
+}
+
+Autocast::Autocast(bool enabled, c10::DeviceType device_type, at::ScalarType dtype)
+    : enabled_(enabled), device_type_(device_type) {
+  if (!enabled_) return;
+  namespace amp = detail::autocast_compat;
+  previous_enabled_ = amp::is_enabled(device_type_);
+  previous_dtype_ = amp::dtype(device_type_);
+  amp::set_enabled(device_type_, true);
+  amp::set_dtype(device_type_, dtype);
+  at::autocast::increment_nesting();
+}
+
+Autocast::~Autocast() {
+  if (!enabled_) return;
+  namespace amp = detail::autocast_compat;
+  // The cast weights are cached while any autocast scope is open.
+  if (at::autocast::decrement_nesting() == 0) at::autocast::clear_cache();
+  amp::set_enabled(device_type_, previous_enabled_);
+  amp::set_dtype(device_type_, previous_dtype_);
 }
 
 std::ostream& Fabric::print() {
@@ -538,6 +710,382 @@ void Fabric::barrier(const std::string& name) {
     if (r + 1 < names.size()) message += ",";
   }
   throw std::runtime_error(message);
+}
+
+// ---- checkpoints of the whole state ----------------------------------------
+
+namespace {
+
+// Archive keys. Entry names are the user's and may hold any character, but
+// archive keys become module attribute names (no dots), so entries are
+// stored under their index and the names kept in a list.
+constexpr const char* kFormatKey = "fabric_state_format";
+constexpr int64_t kFormatVersion = 1;
+constexpr const char* kNamesKey = "fabric_state_names";
+constexpr const char* kKindsKey = "fabric_state_kinds";
+std::string entry_key(size_t index) { return "entry" + std::to_string(index); }
+constexpr const char* kScaleKey = "fabric_loss_scale";
+constexpr const char* kGrowthTrackerKey = "fabric_loss_scale_growth_tracker";
+
+std::vector<std::string> read_string_list(torch::serialize::InputArchive& archive,
+                                          const char* key, const std::string& path) {
+  c10::IValue value;
+  if (!archive.try_read(key, value) || !value.isList()) {
+    throw std::runtime_error("fabric::load: '" + path +
+                             "' is not a fabric::State checkpoint (no '" + key +
+                             "'); was it written by fabric.save(path, object)? Load it with "
+                             "fabric.load(path, object) then");
+  }
+  std::vector<std::string> strings;
+  for (const auto& item : value.toListRef()) strings.push_back(item.toStringRef());
+  return strings;
+}
+
+// Module::load would set_() every parameter to the file's tensor. A
+// parameter whose storage is swapped that way is no longer reduced by the
+// c10d::Reducer watching it (ranks then drift apart), so values are copied
+// into the existing tensors instead, with shape checks Module::load lacks.
+void load_module_in_place(torch::nn::Module& module, torch::serialize::InputArchive& archive,
+                          const std::string& prefix) {
+  const auto load_tensor = [&](const std::string& name, torch::Tensor& target, bool is_buffer) {
+    torch::Tensor loaded;
+    if (!archive.try_read(name, loaded, is_buffer)) {
+      throw std::runtime_error("the checkpoint has no " +
+                               std::string(is_buffer ? "buffer '" : "parameter '") + prefix +
+                               name + "'");
+    }
+    if (loaded.sizes() != target.sizes()) {
+      throw std::runtime_error(prefix + name + " has shape " + c10::str(loaded.sizes()) +
+                               " in the checkpoint but " + c10::str(target.sizes()) +
+                               " in the model");
+    }
+    target.copy_(loaded);
+  };
+  torch::NoGradGuard no_grad;
+  for (auto& item : module.named_parameters(/*recurse=*/false)) {
+    load_tensor(item.key(), item.value(), false);
+  }
+  for (auto& item : module.named_buffers(/*recurse=*/false)) {
+    load_tensor(item.key(), item.value(), true);
+  }
+  for (const auto& child : module.named_children()) {
+    torch::serialize::InputArchive child_archive;
+    if (!archive.try_read(child.key(), child_archive)) {
+      throw std::runtime_error("the checkpoint has no submodule '" + prefix + child.key() + "'");
+    }
+    load_module_in_place(*child.value(), child_archive, prefix + child.key() + ".");
+  }
+}
+
+} // namespace
+
+const char* StateEntry::kind() const noexcept {
+  static const char* const kNames[] = {"module", "optimizer", "tensor", "int64", "int32",
+                                       "double", "float",     "bool",   "string"};
+  return kNames[target_.index()];
+}
+
+State::State(std::initializer_list<StateEntry> entries) {
+  for (const auto& entry : entries) add(entry);
+}
+
+State& State::add(StateEntry entry) {
+  for (const auto& existing : entries_) {
+    if (existing.name() == entry.name()) {
+      throw std::invalid_argument("fabric::State: the name '" + entry.name() +
+                                  "' appears twice");
+    }
+  }
+  entries_.push_back(std::move(entry));
+  return *this;
+}
+
+void Fabric::finish_save(const std::string& path, const std::string& error_on_rank_zero) {
+  // Doubles as the barrier after the write: no rank returns before the file
+  // is in place, and a failure on rank 0 throws on every rank.
+  const std::string error = broadcast(error_on_rank_zero, 0);
+  if (!error.empty()) {
+    throw std::runtime_error("fabric::save: rank 0 could not write '" + path + "': " + error);
+  }
+}
+
+void Fabric::load_module_file(const std::string& path, torch::nn::Module& module) {
+  torch::serialize::InputArchive archive;
+  try {
+    archive.load_from(path, device());
+  } catch (const std::exception& error) {
+    throw std::runtime_error("fabric::load: '" + path +
+                             "': not a readable checkpoint (missing, truncated or corrupted?): " +
+                             c10::str(error.what()).substr(0, 300));
+  }
+  try {
+    load_module_in_place(module, archive, "");
+  } catch (const std::runtime_error& error) {
+    throw std::runtime_error("fabric::load: '" + path + "': " + error.what());
+  }
+}
+
+void Fabric::save(const std::string& path, const State& state) {
+  const auto& scaler = state_->scaler;
+  save_with(path, [&state, &scaler](std::ostream& stream) {
+    torch::serialize::OutputArchive archive;
+    c10::List<std::string> names;
+    c10::List<std::string> kinds;
+    for (size_t index = 0; index < state.entries().size(); ++index) {
+      const StateEntry& entry = state.entries()[index];
+      names.push_back(entry.name());
+      kinds.push_back(entry.kind());
+      const std::string key = entry_key(index);
+      std::visit(
+          [&](const auto& target) {
+            using Target = std::decay_t<decltype(target)>;
+            if constexpr (std::is_same<Target, std::shared_ptr<torch::nn::Module>>::value) {
+              torch::serialize::OutputArchive nested;
+              target->save(nested);
+              archive.write(key, nested);
+            } else if constexpr (std::is_same<Target, torch::optim::Optimizer*>::value) {
+              torch::serialize::OutputArchive nested;
+              target->save(nested);
+              archive.write(key, nested);
+            } else if constexpr (std::is_same<Target, torch::Tensor*>::value) {
+              archive.write(key, *target, /*is_buffer=*/true);
+            } else if constexpr (std::is_same<Target, int32_t*>::value) {
+              archive.write(key, c10::IValue(static_cast<int64_t>(*target)));
+            } else if constexpr (std::is_same<Target, float*>::value) {
+              archive.write(key, c10::IValue(static_cast<double>(*target)));
+            } else {
+              archive.write(key, c10::IValue(*target));
+            }
+          },
+          entry.target());
+    }
+    if (scaler.active) {
+      archive.write(kScaleKey, c10::IValue(scaler.scale));
+      archive.write(kGrowthTrackerKey, c10::IValue(scaler.growth_tracker));
+    }
+    archive.write(kFormatKey, c10::IValue(kFormatVersion));
+    archive.write(kNamesKey, c10::IValue(names));
+    archive.write(kKindsKey, c10::IValue(kinds));
+    archive.save_to(stream);
+  });
+}
+
+void Fabric::load(const std::string& path, const State& state, bool strict) {
+  const auto fail = [&path](const std::string& why) -> void {
+    throw std::runtime_error("fabric::load: '" + path + "': " + why);
+  };
+  struct stat file_status {};
+  if (::stat(path.c_str(), &file_status) != 0) fail(std::strerror(errno));
+  torch::serialize::InputArchive archive;
+  try {
+    archive.load_from(path, device());
+  } catch (const std::exception& error) {
+    fail(std::string("not a readable checkpoint (truncated or corrupted?): ") +
+         c10::str(error.what()).substr(0, 300));
+  }
+  c10::IValue format;
+  if (!archive.try_read(kFormatKey, format) || !format.isInt()) {
+    fail("not a fabric::State checkpoint; was it written by fabric.save(path, object)? "
+         "Then load it with fabric.load(path, object)");
+  }
+  if (format.toInt() > kFormatVersion) {
+    fail("written by a newer Fabric (format " + std::to_string(format.toInt()) + ")");
+  }
+  const auto names = read_string_list(archive, kNamesKey, path);
+  const auto kinds = read_string_list(archive, kKindsKey, path);
+  if (names.size() != kinds.size()) fail("corrupted: names and kinds differ in number");
+
+  // Every check before the first write into the caller's objects.
+  std::vector<size_t> file_index_of_entry;
+  std::vector<std::string> missing;
+  for (const auto& entry : state.entries()) {
+    const auto found = std::find(names.begin(), names.end(), entry.name());
+    if (found == names.end()) {
+      missing.push_back("'" + entry.name() + "'");
+      continue;
+    }
+    const size_t index = static_cast<size_t>(found - names.begin());
+    if (kinds[index] != entry.kind()) {
+      fail("'" + entry.name() + "' holds a " + kinds[index] + " in the checkpoint, but a " +
+           entry.kind() + " was passed to load it into");
+    }
+    file_index_of_entry.push_back(index);
+  }
+  const auto join = [](const std::vector<std::string>& items) {
+    std::string text;
+    for (size_t i = 0; i < items.size(); ++i) text += (i > 0 ? ", " : "") + items[i];
+    return text;
+  };
+  if (!missing.empty()) fail("the checkpoint has no " + join(missing) + " (it holds: " + join([&] {
+                               std::vector<std::string> quoted;
+                               for (const auto& name : names) quoted.push_back("'" + name + "'");
+                               return quoted;
+                             }()) + ")");
+  if (strict) {
+    std::vector<std::string> unknown;
+    for (const auto& name : names) {
+      bool requested = false;
+      for (const auto& entry : state.entries()) requested = requested || entry.name() == name;
+      if (!requested) unknown.push_back("'" + name + "'");
+    }
+    if (!unknown.empty()) {
+      fail("the checkpoint also holds " + join(unknown) +
+           ", which the state does not name (pass strict = false to ignore them)");
+    }
+  }
+
+  if (state_->scaler.active) {
+    c10::IValue scale;
+    c10::IValue growth_tracker;
+    if (archive.try_read(kScaleKey, scale) && archive.try_read(kGrowthTrackerKey, growth_tracker)) {
+      state_->scaler.scale = scale.toDouble();
+      state_->scaler.growth_tracker = growth_tracker.toInt();
+    }
+  }
+  for (size_t position = 0; position < state.entries().size(); ++position) {
+    const StateEntry& entry = state.entries()[position];
+    const std::string key = entry_key(file_index_of_entry[position]);
+    try {
+      std::visit(
+          [&](const auto& target) {
+            using Target = std::decay_t<decltype(target)>;
+            if constexpr (std::is_same<Target, std::shared_ptr<torch::nn::Module>>::value) {
+              torch::serialize::InputArchive nested;
+              archive.read(key, nested);
+              load_module_in_place(*target, nested, "");
+            } else if constexpr (std::is_same<Target, torch::optim::Optimizer*>::value) {
+              torch::serialize::InputArchive nested;
+              archive.read(key, nested);
+              target->load(nested);
+            } else if constexpr (std::is_same<Target, torch::Tensor*>::value) {
+              torch::Tensor loaded;
+              archive.read(key, loaded, /*is_buffer=*/true);
+              *target = loaded;
+            } else {
+              c10::IValue value;
+              archive.read(key, value);
+              if constexpr (std::is_same<Target, int64_t*>::value) {
+                *target = value.toInt();
+              } else if constexpr (std::is_same<Target, int32_t*>::value) {
+                *target = static_cast<int32_t>(value.toInt());
+              } else if constexpr (std::is_same<Target, double*>::value) {
+                *target = value.toDouble();
+              } else if constexpr (std::is_same<Target, float*>::value) {
+                *target = static_cast<float>(value.toDouble());
+              } else if constexpr (std::is_same<Target, bool*>::value) {
+                *target = value.toBool();
+              } else {
+                *target = value.toStringRef();
+              }
+            }
+          },
+          entry.target());
+    } catch (const c10::Error& error) {
+      fail("cannot load '" + entry.name() + "': " + error.what_without_backtrace());
+    } catch (const std::runtime_error& error) {
+      fail("cannot load '" + entry.name() + "': " + error.what());
+    }
+  }
+}
+
+// ---- loggers -------------------------------------------------------------------
+
+void Fabric::log(const std::string& name, double value, int64_t step) {
+  log_dict(Metrics{{name, value}}, step);
+}
+
+void Fabric::log_dict(const Metrics& metrics, int64_t step) {
+  const int64_t call = state_->log_calls++;
+  if (!is_global_zero()) return;
+  for (const auto& logger : state_->options.loggers()) {
+    logger->log_metrics(metrics, step < 0 ? call : step);
+  }
+}
+
+const std::vector<std::shared_ptr<Logger>>& Fabric::loggers() const {
+  return state_->options.loggers();
+}
+
+// ---- training utilities ------------------------------------------------------
+
+detail::FabricState* Fabric::checked_state_for_no_sync(const torch::nn::Module* module) {
+  if (state_->no_sync_depth.count(module) == 0) {
+    throw std::logic_error(
+        "fabric::no_backward_sync: the model was not set up; call fabric.setup(model, ...) "
+        "first");
+  }
+  return state_.get();
+}
+
+NoBackwardSync::NoBackwardSync(detail::FabricState* state, const torch::nn::Module* module,
+                               bool enabled)
+    : state_(state), module_(module), enabled_(enabled) {
+  if (enabled_) ++state_->no_sync_depth[module_];
+}
+
+NoBackwardSync::~NoBackwardSync() {
+  if (enabled_) --state_->no_sync_depth[module_];
+}
+
+torch::Tensor Fabric::clip_module_gradients(torch::nn::Module& module,
+                                            torch::optim::Optimizer& /*optimizer*/,
+                                            c10::optional<double> clip_val,
+                                            c10::optional<double> max_norm, double norm_type,
+                                            bool error_if_nonfinite) {
+  if (clip_val.has_value() == max_norm.has_value()) {
+    throw std::invalid_argument(
+        "fabric::clip_gradients: pass exactly one of clip_val and max_norm");
+  }
+  std::vector<torch::Tensor> gradients;
+  for (const auto& parameter : module.parameters()) {
+    if (parameter.grad().defined()) gradients.push_back(parameter.grad());
+  }
+  if (gradients.empty()) return torch::zeros({}, torch::TensorOptions().device(state_->device));
+  torch::NoGradGuard no_grad;
+  std::vector<torch::Tensor> norms;
+  for (const auto& gradient : gradients) {
+    norms.push_back(gradient.detach().norm(norm_type).to(torch::kFloat));
+  }
+  const torch::Tensor total = std::isinf(norm_type) ? torch::stack(norms).max()
+                                                     : torch::stack(norms).norm(norm_type);
+  if (error_if_nonfinite && !std::isfinite(total.item<double>())) {
+    throw std::runtime_error("fabric::clip_gradients: the total norm of the gradients is " +
+                             std::to_string(total.item<double>()) +
+                             "; pass error_if_nonfinite = false to clip anyway");
+  }
+  if (max_norm) {
+    // As torch.nn.utils.clip_grad_norm_: scaled only when above max_norm.
+    const auto coefficient = (*max_norm / (total + 1e-6)).clamp_max(1.0);
+    for (auto& gradient : gradients) gradient.mul_(coefficient.to(gradient.dtype()));
+  } else {
+    for (auto& gradient : gradients) gradient.clamp_(-*clip_val, *clip_val);
+  }
+  return total;
+}
+
+RankZeroFirst Fabric::rank_zero_first(bool local) {
+  return RankZeroFirst(*this, local ? local_rank() == 0 : is_global_zero());
+}
+
+RankZeroFirst::RankZeroFirst(Fabric& fabric, bool first)
+    : fabric_(fabric), first_(first), uncaught_exceptions_(std::uncaught_exceptions()) {
+  // The others wait here until the first ones leave their scope.
+  if (!first_) fabric_.barrier("fabric.rank_zero_first");
+}
+
+RankZeroFirst::~RankZeroFirst() noexcept(false) {
+  // A first rank that leaves by an exception does not release the others;
+  // the launcher stops the job when that exception ends the process.
+  if (first_ && std::uncaught_exceptions() == uncaught_exceptions_) {
+    fabric_.barrier("fabric.rank_zero_first");
+  }
+}
+
+uint64_t seed_everything(uint64_t seed) {
+  torch::manual_seed(seed);  // also every CUDA device's generator
+  std::srand(static_cast<unsigned>(seed));
+  ::setenv("PL_GLOBAL_SEED", std::to_string(seed).c_str(), 1);
+  return seed;
 }
 
 } // namespace fabric

@@ -127,13 +127,22 @@ class LaunchState {
     return *state;
   }
 
-  // ---- rank 0 ----
-  void start_children(const ProcessPlacement& self) {
-    const std::vector<std::string> arguments = own_command_line();
-    for (int local_rank = 1; local_rank < self.local_world_size; ++local_rank) {
+  // ---- rank 0 (or fabric-run) ----
+  // Starts local ranks first_local_rank..local_world_size-1 of `self`'s node
+  // running `executable` with `arguments` (argv, argv[0] included).
+  void start_children(const ProcessPlacement& self, int first_local_rank,
+                      const std::string& executable, const std::vector<std::string>& arguments,
+                      const std::vector<std::string>& extra_environment) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      // A one-process job never joins a process group, so a clean exit is
+      // all it can report.
+      require_join_ = self.world_size > 1;
+    }
+    for (int local_rank = first_local_rank; local_rank < self.local_world_size; ++local_rank) {
       auto child = std::make_unique<Child>();
       child->global_rank = self.node_rank * self.local_world_size + local_rank;
-      spawn(*child, self, local_rank, arguments);
+      spawn(*child, self, local_rank, executable, arguments, extra_environment);
       Child* watched = child.get();
       {
         std::lock_guard<std::mutex> lock(mutex_);
@@ -141,6 +150,14 @@ class LaunchState {
         children_.push_back(std::move(child));
       }
       watched->watcher = start_thread_with_signals_blocked([this, watched] { watch(*watched); });
+    }
+  }
+
+  // Sends `signal_number` to every rank still running.
+  void signal_children(int signal_number) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    for (auto& child : children_) {
+      if (!child->exited) ::kill(child->pid, signal_number);
     }
   }
 
@@ -202,7 +219,8 @@ class LaunchState {
   LaunchState() = default;
 
   void spawn(Child& child, const ProcessPlacement& self, int local_rank,
-             const std::vector<std::string>& arguments) {
+             const std::string& executable, const std::vector<std::string>& arguments,
+             const std::vector<std::string>& extra_environment) {
     int ends[2];
     if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ends) != 0) {
       throw std::system_error(errno, std::generic_category(), "fabric: socketpair");
@@ -216,13 +234,18 @@ class LaunchState {
     static const char* const kReplaced[] = {"RANK",        "LOCAL_RANK",       "WORLD_SIZE",
                                             "LOCAL_WORLD_SIZE", "NODE_RANK", "GROUP_RANK",
                                             "MASTER_ADDR", "MASTER_PORT",      kChannelVariable};
+    const auto name_of = [](const std::string& variable) {
+      return variable.substr(0, variable.find('='));
+    };
     for (char** entry = environ; entry != nullptr && *entry != nullptr; ++entry) {
       const std::string variable(*entry);
-      const std::string name = variable.substr(0, variable.find('='));
+      const std::string name = name_of(variable);
       bool replaced = false;
       for (const char* candidate : kReplaced) replaced = replaced || name == candidate;
+      for (const auto& extra : extra_environment) replaced = replaced || name == name_of(extra);
       if (!replaced) environment.push_back(variable);
     }
+    environment.insert(environment.end(), extra_environment.begin(), extra_environment.end());
     const auto assign = [&environment](const char* name, const std::string& value) {
       environment.push_back(std::string(name) + "=" + value);
     };
@@ -243,7 +266,7 @@ class LaunchState {
     for (const auto& variable : environment) envp.push_back(const_cast<char*>(variable.c_str()));
     envp.push_back(nullptr);
     const std::string exec_failure = "fabric: rank " + std::to_string(child.global_rank) +
-                                     ": cannot execute /proc/self/exe\n";
+                                     ": cannot execute " + executable + "\n";
     const pid_t parent = ::getpid();
 
     const pid_t pid = ::fork();
@@ -254,11 +277,16 @@ class LaunchState {
       throw std::system_error(error, std::generic_category(), "fabric: fork");
     }
     if (pid == 0) {
+      // The rank starts with no signal blocked, whatever this thread blocks
+      // (fabric-run blocks the ones it forwards).
+      sigset_t none;
+      sigemptyset(&none);
+      ::sigprocmask(SIG_SETMASK, &none, nullptr);
       // Last resort against orphans until the child's listener runs.
       ::prctl(PR_SET_PDEATHSIG, SIGKILL);
       if (::getppid() != parent) ::_exit(1);
       ::fcntl(child_end, F_SETFD, 0);  // the one descriptor exec keeps
-      ::execve("/proc/self/exe", argv.data(), envp.data());
+      ::execve(executable.c_str(), argv.data(), envp.data());
       ssize_t ignored = ::write(STDERR_FILENO, exec_failure.data(), exec_failure.size());
       (void)ignored;
       ::_exit(127);
@@ -290,20 +318,28 @@ class LaunchState {
       ::waitpid(child.pid, nullptr, WNOHANG);  // reap
       changed_.notify_all();
       const bool clean = status_known && info.si_code == CLD_EXITED && info.si_status == 0;
-      if (failure_ || deliberate_stop_ || (clean && joined)) return;
+      if (failure_ || deliberate_stop_ || (clean && (joined || !require_join_))) return;
       failure_ = true;
       reason = describe_exit(child.global_rank, child.pid, info, status_known);
       if (clean) reason += " before joining the process group";
     }
     changed_.notify_all();
-    stop_job(reason);
+    // The job ends with the failed rank's code, as a shell reports a signal
+    // (128 + number); 1 when the rank exited 0 too early or is unknown.
+    int exit_code = 1;
+    if (status_known && info.si_code == CLD_EXITED && info.si_status != 0) {
+      exit_code = info.si_status;
+    } else if (status_known && info.si_code != CLD_EXITED) {
+      exit_code = 128 + info.si_status;
+    }
+    stop_job(reason, exit_code);
   }
 
-  [[noreturn]] void stop_job(const std::string& reason) {
+  [[noreturn]] void stop_job(const std::string& reason, int exit_code) {
     write_stderr_line("fabric: " + reason + "; stopping all ranks");
     stop_children(reason);
     flush_stdout_if_free();
-    ::_exit(1);
+    ::_exit(exit_code);
   }
 
   // Tells every running child why, waits for them to exit on their own (so
@@ -370,6 +406,7 @@ class LaunchState {
   bool failure_ = false;         // some rank failed; this process is ending
   bool deliberate_stop_ = false; // rank 0 stops the children itself
   bool finished_ = false;        // ~Fabric ran
+  bool require_join_ = true;     // a clean exit before joining is a failure
   int channel_ = -1;             // child: its end of the channel
   int rank_ = 0;                 // child: its global rank, for messages
 };
@@ -452,7 +489,58 @@ std::optional<ProcessPlacement> placement_from_environment() {
   return placement;
 }
 
-void start_local_ranks(const ProcessPlacement& self) { LaunchState::instance().start_children(self); }
+void start_local_ranks(const ProcessPlacement& self) {
+  const std::vector<std::string> arguments = own_command_line();
+  LaunchState::instance().start_children(self, 1, "/proc/self/exe", arguments, {});
+}
+
+std::string find_executable(const std::string& name) {
+  const auto runnable = [](const std::string& path) {
+    return ::access(path.c_str(), X_OK) == 0;
+  };
+  if (name.find('/') != std::string::npos) {
+    if (!runnable(name)) {
+      throw std::runtime_error("fabric-run: cannot execute '" + name + "': " + std::strerror(errno));
+    }
+    return name;
+  }
+  const std::string search_path = string_variable("PATH", "/usr/local/bin:/usr/bin:/bin");
+  std::size_t start = 0;
+  while (start <= search_path.size()) {
+    const std::size_t colon = std::min(search_path.find(':', start), search_path.size());
+    const std::string directory = search_path.substr(start, colon - start);
+    const std::string candidate = (directory.empty() ? "." : directory) + "/" + name;
+    if (runnable(candidate)) return candidate;
+    start = colon + 1;
+  }
+  throw std::runtime_error("fabric-run: '" + name + "' not found in PATH");
+}
+
+int run_local_ranks(const ProcessPlacement& node, const std::vector<std::string>& command,
+                    const std::vector<std::string>& extra_environment) {
+  if (command.empty()) throw std::invalid_argument("fabric-run: no program to run");
+  const std::string executable = find_executable(command.front());
+  auto& launch = LaunchState::instance();
+  // SIGINT/SIGTERM/SIGHUP (Ctrl-C, a scheduler ending the job) go to the
+  // ranks; their deaths then end the job through the usual supervision,
+  // with the rank named and 128 + signal as exit code. Blocked here and in
+  // every thread started later; a dedicated thread receives them.
+  sigset_t forwarded;
+  sigemptyset(&forwarded);
+  for (int signal_number : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&forwarded, signal_number);
+  pthread_sigmask(SIG_BLOCK, &forwarded, nullptr);
+  std::thread([forwarded, state = &launch] {
+    for (;;) {
+      int signal_number = 0;
+      if (::sigwait(&forwarded, &signal_number) == 0) state->signal_children(signal_number);
+    }
+  }).detach();
+  launch.start_children(node, 0, executable, command, extra_environment);
+  // Returns once every rank exited cleanly; a watcher that sees a failure
+  // stops the others and exits this process with that rank's code.
+  launch.finish(false);
+  return 0;
+}
 
 void watch_launcher_channel(int global_rank) {
   LaunchState::instance().listen_to_rank_zero(global_rank);

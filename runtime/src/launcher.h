@@ -9,6 +9,7 @@
 #include <chrono>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace fabric {
 namespace detail {
@@ -38,6 +39,15 @@ std::optional<ProcessPlacement> placement_from_environment();
 // /proc/self/cmdline, never a shell) for local ranks 1..local_world_size-1
 // of `self`'s node and starts one watcher thread per child.
 void start_local_ranks(const ProcessPlacement& self);
+
+// fabric-run side: starts `command` (argv; argv[0] a path, or a name looked
+// up in PATH; never through a shell) for every local rank of `node`'s node,
+// with the launcher environment plus `extra_environment` ("NAME=value"), and
+// supervises them as rank 0 supervises its children. Returns 0 when all
+// ranks exit cleanly; on the first failure stops the others and exits the
+// process with the failed rank's exit code (128 + signal for a signal).
+int run_local_ranks(const ProcessPlacement& node, const std::vector<std::string>& command,
+                    const std::vector<std::string>& extra_environment);
 
 // Child side: when this process was started by start_local_ranks, starts
 // the thread that listens to rank 0 and records this rank for messages.

@@ -48,9 +48,17 @@ const ChoiceSet& strategy_choices() {
 const ChoiceSet& precision_choices() {
   static const ChoiceSet set{
       "precision",
-      {{"32-true", "32-true"}, {"32", "32-true"}},
-      {"64-true", "64", "16-mixed", "16", "bf16-mixed", "bf16", "16-true",
-       "bf16-true", "transformer-engine", "transformer-engine-float16"}};
+      {{"32-true", "32-true"},
+       {"32", "32-true"},
+       {"64-true", "64-true"},
+       {"64", "64-true"},
+       {"16-mixed", "16-mixed"},
+       {"16", "16-mixed"},
+       {"bf16-mixed", "bf16-mixed"},
+       {"bf16", "bf16-mixed"},
+       {"16-true", "16-true"},
+       {"bf16-true", "bf16-true"}},
+      {"transformer-engine", "transformer-engine-float16"}};
   return set;
 }
 

@@ -12,6 +12,20 @@ void pretrain(torch::Tensor loss) { loss.backward(); }
 // CHECK: {{^}}void step(fabric::Fabric& fabric, torch::Tensor loss) { fabric.backward(loss); }
 void step(fabric::Fabric& fabric, torch::Tensor loss) { loss.backward(); }
 
+// Whatever the Fabric is called where the rule matches: a parameter, a
+// member of the enclosing class.
+// CHECK: {{^}}void step_named(fabric::Fabric& shared, torch::Tensor loss) { shared.backward(loss); }
+void step_named(fabric::Fabric& shared, torch::Tensor loss) { loss.backward(); }
+// CHECK: {{^}}  void step(torch::Tensor loss) { fabric_.backward(loss); }
+class Trainer {
+ public:
+  explicit Trainer(fabric::Fabric& fabric) : fabric_(fabric) {}
+  void step(torch::Tensor loss) { loss.backward(); }
+
+ private:
+  fabric::Fabric& fabric_;
+};
+
 // CHECK: {{^  }}fabric.backward(loss);
 // CHECK-NEXT: {{^  }}fabric.backward(loss, grad, /*retain_graph=*/true);
 // CHECK-NEXT: {{^  }}fabric.backward(losses["total"]);

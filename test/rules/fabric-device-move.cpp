@@ -19,6 +19,11 @@ class Pairs : public torch::data::datasets::Dataset<Pairs> {
 
 #define TO_GPU(t) (t).cuda()
 
+// In a function that receives the Fabric under another name.
+// CHECK: {{^}}torch::Tensor noise_on(fabric::Fabric& f) { return torch::randn({2}).to(f.device()); }
+#include <fabric/fabric.h>
+torch::Tensor noise_on(fabric::Fabric& f) { return torch::randn({2}).cuda(); }
+
 // The set-up model's move goes; its dtype conversion stays. A frozen module
 // without an optimizer still needs the device.
 // CHECK: {{^  }}Net model;

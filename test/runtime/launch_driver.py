@@ -10,6 +10,23 @@
       Two processes started torchrun-style (RANK, WORLD_SIZE, LOCAL_RANK,
       MASTER_ADDR, MASTER_PORT...) join each other and pass the ddp checks.
 
+  launch_driver.py fabric_run FABRIC_RUN PROGRAM
+      fabric-run starts 2 ranks that train and agree; a failing rank's exit
+      code is fabric-run's, with no process left; argv reaches every rank
+      verbatim (spaces, quotes, $(...), globs, empty strings) with the
+      torchrun environment and the LT_* overrides.
+  launch_driver.py checkpoint PROGRAM
+      fabric::State checks on 2 ranks; exact resume (8 steps = 4, save, load
+      in a fresh job, 4) bit for bit; rank 0 killed with SIGKILL between
+      writing the temporary file and renaming it leaves the previous
+      checkpoint loadable.
+
+  launch_driver.py loggers PROGRAM
+      2 ranks log to a CSV and a TensorBoard logger: one header, rank 0's
+      rows only, version_0 then version_1 on a second run; the event file
+      decodes (TFRecord framing, masked CRC32C, Event protobuf) to exactly
+      the logged scalars, and `protoc --decode_raw` agrees where installed.
+
 PROGRAM is fabric_multiprocess_program. Exit status 0 when all cases pass.
 """
 import ctypes
@@ -18,6 +35,7 @@ import re
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -204,11 +222,357 @@ def torchrun(program):
         report("torchrun", "rank 1 printed through fabric.print")
 
 
+def run_job(case, command, timeout=90, **kwargs):
+    """Runs a job to its end; returns (exit code, stdout, stderr)."""
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, **kwargs)
+    try:
+        stdout, stderr = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        report(case, f"did not finish within {timeout} s")
+        process.kill()
+        stdout, stderr = process.communicate()
+    return process.returncode, stdout.decode(errors="replace"), stderr.decode(errors="replace")
+
+
+def fabric_run(launcher, program):
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+
+    # 2 ranks train and agree (the full ddp checks).
+    code, stdout, stderr = run_job("fabric-run ddp", [launcher, "--devices", "2", "--accelerator",
+                                                      "cpu", program, "ddp", "--devices=2"])
+    if code != 0:
+        report("fabric-run ddp", f"exit code {code}:\n{stderr}")
+    if stdout.count("ddp checks passed on 2 ranks") != 1:
+        report("fabric-run ddp", f"rank 0 did not report the checks once: {stdout!r}")
+
+    # Two "nodes" on this machine: one fabric-run per node, one rank each,
+    # meeting in a barrier.
+    port = str(free_port())
+    with tempfile.TemporaryDirectory() as directory:
+        nodes = [subprocess.Popen([launcher, "--devices", "1", "--num-nodes", "2", "--node-rank",
+                                   str(node), "--main-address", "127.0.0.1", "--main-port", port,
+                                   program, "argv", directory],
+                                  env=dict(os.environ, GLOO_SOCKET_IFNAME="lo"),
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                 for node in range(2)]
+        for node, process in enumerate(nodes):
+            try:
+                _, stderr = process.communicate(timeout=90)
+            except subprocess.TimeoutExpired:
+                for other in nodes:
+                    other.kill()
+                _, stderr = process.communicate()
+            if process.returncode != 0:
+                report("fabric-run 2 nodes", f"node {node} exited with {process.returncode}:\n"
+                                             f"{stderr.decode(errors='replace')}")
+                continue
+            with open(f"{directory}/rank{node}.env") as file:
+                env = dict(line.rstrip("\n").split("=", 1) for line in file)
+            expected = {"RANK": str(node), "LOCAL_RANK": "0", "WORLD_SIZE": "2",
+                        "LOCAL_WORLD_SIZE": "1", "GROUP_RANK": str(node), "NODE_RANK": str(node),
+                        "MASTER_PORT": port, "LT_NUM_NODES": "2", "world_size()": "2"}
+            for name, value in expected.items():
+                if env.get(name) != value:
+                    report("fabric-run 2 nodes", f"node {node}: {name}={env.get(name)!r}, "
+                                                 f"expected {value!r}")
+
+    # A failing rank: its code is fabric-run's, the other rank is stopped,
+    # nothing is left behind.
+    marker = f"--marker={uuid.uuid4().hex}"
+    recorder = ProcessRecorder(marker)
+    recorder.start()
+    start = time.monotonic()
+    code, stdout, stderr = run_job("fabric-run failure", [
+        launcher, "--devices=2", program, "fail", "--devices=2", "--fail-rank=1", "--fail-step=3",
+        "--fail-how=exit", marker], timeout=DEADLINE_S)
+    elapsed = time.monotonic() - start
+    recorder.stopping.set()
+    recorder.join()
+    reap_orphans(recorder.seen, time.monotonic() + 5)
+    print(f"--- fabric-run failure: {elapsed:.2f} s, exit {code}")
+    if code != 3:
+        report("fabric-run failure", f"exit code {code}, expected rank 1's 3; stderr:\n{stderr}")
+    if not re.search(r"^fabric: rank 1 \(pid \d+\) exited with code 3; stopping all ranks$",
+                     stderr, re.MULTILINE):
+        report("fabric-run failure", f"stderr does not name rank 1:\n{stderr}")
+    if len(recorder.seen) != 3:  # fabric-run carries the marker too
+        report("fabric-run failure", f"saw {len(recorder.seen)} processes, expected fabric-run "
+                                     "and 2 ranks")
+    leftovers = processes_with_argument(marker)
+    if leftovers:
+        report("fabric-run failure", f"processes left behind: {leftovers}")
+        for pid in leftovers:
+            os.kill(pid, 9)
+
+    # SIGTERM to fabric-run (a scheduler ending the job) reaches the ranks;
+    # the job ends with 128 + 15 (a signal's code, as a shell reports it)
+    # and leaves nothing behind.
+    marker = f"--marker={uuid.uuid4().hex}"
+    job = subprocess.Popen([launcher, "--devices", "2", program, "fail", "--devices=2",
+                            "--fail-rank=-5", "--steps=100000", marker],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 30
+    while len(processes_with_argument(marker)) < 3 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    time.sleep(0.3)  # into training
+    job.send_signal(15)
+    try:
+        _, stderr = job.communicate(timeout=DEADLINE_S)
+    except subprocess.TimeoutExpired:
+        job.kill()
+        _, stderr = job.communicate()
+        report("fabric-run sigterm", "fabric-run did not end after SIGTERM")
+    stderr = stderr.decode(errors="replace")
+    time.sleep(0.2)
+    leftovers = processes_with_argument(marker)
+    if job.returncode != 128 + 15 or "was killed by signal 15" not in stderr or leftovers:
+        report("fabric-run sigterm", f"exit {job.returncode} (expected 143), leftovers "
+                                     f"{leftovers}, stderr:\n{stderr}")
+        for pid in leftovers:
+            os.kill(pid, 9)
+
+    # argv verbatim, environment.
+    awkward = ["two words", "it's", '"quoted"', "$(touch /tmp/fabric_run_injected)", "*", "",
+               "back\\slash", "--devices=9", "tab\there", "ünï"]
+    with tempfile.TemporaryDirectory() as directory:
+        code, _, stderr = run_job("fabric-run argv", [
+            launcher, "--devices", "2", "--accelerator", "cpu", "--strategy", "ddp",
+            "--precision", "32-true", program, "argv", directory] + awkward)
+        if code != 0:
+            report("fabric-run argv", f"exit code {code}:\n{stderr}")
+        else:
+            for rank in range(2):
+                with open(f"{directory}/rank{rank}.argv", "rb") as file:
+                    received = file.read().decode().split("\0")[:-1]
+                if received != awkward:
+                    report("fabric-run argv", f"rank {rank} got {received!r}, expected {awkward!r}")
+                with open(f"{directory}/rank{rank}.env") as file:
+                    env = dict(line.rstrip("\n").split("=", 1) for line in file)
+                expected = {"RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": "2",
+                            "LOCAL_WORLD_SIZE": "2", "GROUP_RANK": "0", "NODE_RANK": "0",
+                            "MASTER_ADDR": "127.0.0.1", "LT_ACCELERATOR": "cpu", "LT_DEVICES": "2",
+                            "LT_STRATEGY": "ddp", "LT_PRECISION": "32-true", "LT_NUM_NODES": "1",
+                            "world_size()": "2"}
+                for name, value in expected.items():
+                    if env.get(name) != value:
+                        report("fabric-run argv", f"rank {rank}: {name}={env.get(name)!r}, "
+                                                  f"expected {value!r}")
+                if not env.get("MASTER_PORT", "").isdigit():
+                    report("fabric-run argv", f"rank {rank}: MASTER_PORT={env.get('MASTER_PORT')!r}")
+    if os.path.exists("/tmp/fabric_run_injected"):
+        os.remove("/tmp/fabric_run_injected")
+        report("fabric-run argv", "an argument was run by a shell")
+
+    # Bad options fail before anything starts, with the valid values.
+    code, _, stderr = run_job("fabric-run typo", [launcher, "--strategy", "fspd", program, "ddp"])
+    if code != 2 or "did you mean 'fsdp'" not in stderr:
+        report("fabric-run typo", f"exit code {code}, stderr:\n{stderr}")
+    code, _, stderr = run_job("fabric-run missing", [launcher, "--devices", "2",
+                                                     "/nonexistent/program"])
+    if code == 0 or "cannot execute" not in stderr:
+        report("fabric-run missing", f"exit code {code}, stderr:\n{stderr}")
+
+
+def checkpoint(program):
+    with tempfile.TemporaryDirectory() as directory:
+        code, stdout, stderr = run_job("state", [program, "state", "--devices=2",
+                                                 f"--dir={directory}"])
+        if code != 0 or "state checks passed on 2 ranks" not in stdout:
+            report("state", f"exit code {code}:\n{stdout}\n{stderr}")
+
+    with tempfile.TemporaryDirectory() as directory:
+        runs = {}
+        for phase in ("full", "first", "second"):
+            code, stdout, stderr = run_job(f"resume {phase}", [
+                program, "resume", "--devices=2", f"--dir={directory}", f"--phase={phase}"])
+            if code != 0:
+                report(f"resume {phase}", f"exit code {code}:\n{stderr}")
+            runs[phase] = [line for line in stdout.splitlines() if line.startswith("step ")]
+        resumed = runs["first"] + runs["second"]
+        if len(runs["full"]) != 8 or resumed != runs["full"]:
+            report("resume", f"losses differ:\n full:    {runs['full']}\n resumed: {resumed}")
+        else:
+            print(f"resume: 8 losses identical bit for bit, last {runs['full'][-1]}")
+
+    with tempfile.TemporaryDirectory() as directory:
+        job = subprocess.Popen([program, "save_twice", "--devices=2", f"--dir={directory}"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        # Wait for the pause between writing the temporary file and renaming.
+        deadline = time.monotonic() + 60
+        seen = b""
+        while b"test hook: pausing" not in seen and time.monotonic() < deadline:
+            line = job.stderr.readline()
+            if not line:
+                break
+            seen += line
+        if b"test hook: pausing" not in seen:
+            report("kill during save", f"the save never paused: {seen!r}")
+        temporary = f"{directory}/twice.ckpt.tmp"
+        if not os.path.exists(temporary):
+            report("kill during save", "no temporary file while the save pauses")
+        job.kill()  # rank 0, SIGKILL: its children see EOF and stop
+        job.communicate(timeout=30)
+        code, stdout, stderr = run_job("load after kill", [program, "load_step",
+                                                           f"--dir={directory}"])
+        if code != 0 or "loaded step 1" not in stdout:
+            report("kill during save", f"the previous checkpoint is not loadable (exit {code}):"
+                                       f"\n{stdout}\n{stderr}")
+        else:
+            print("kill during save: the previous checkpoint (step 1) loads")
+
+
+def crc32c(data):
+    crc = 0xFFFFFFFF
+    for byte in data:
+        crc ^= byte
+        for _ in range(8):
+            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
+    return crc ^ 0xFFFFFFFF
+
+
+def masked_crc32c(data):
+    crc = crc32c(data)
+    return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+
+
+def read_varint(data, position):
+    value, shift = 0, 0
+    while True:
+        byte = data[position]
+        position += 1
+        value |= (byte & 0x7F) << shift
+        shift += 7
+        if not byte & 0x80:
+            return value, position
+
+
+def decode_fields(data):
+    """protobuf message -> list of (field, wire type, value)."""
+    import struct
+    fields, position = [], 0
+    while position < len(data):
+        key, position = read_varint(data, position)
+        field, wire = key >> 3, key & 7
+        if wire == 0:
+            value, position = read_varint(data, position)
+        elif wire == 1:
+            value = struct.unpack_from("<d", data, position)[0]
+            position += 8
+        elif wire == 2:
+            length, position = read_varint(data, position)
+            value = data[position:position + length]
+            position += length
+        elif wire == 5:
+            value = struct.unpack_from("<f", data, position)[0]
+            position += 4
+        else:
+            raise ValueError(f"wire type {wire}")
+        fields.append((field, wire, value))
+    return fields
+
+
+def read_events(path):
+    """Records of a tfevents file, CRCs checked; raises on any defect."""
+    import struct
+    with open(path, "rb") as file:
+        data = file.read()
+    events, position = [], 0
+    while position < len(data):
+        header = data[position:position + 8]
+        length = struct.unpack("<Q", header)[0]
+        length_crc = struct.unpack_from("<I", data, position + 8)[0]
+        if length_crc != masked_crc32c(header):
+            raise ValueError(f"bad length CRC at byte {position}")
+        event = data[position + 12:position + 12 + length]
+        data_crc = struct.unpack_from("<I", data, position + 12 + length)[0]
+        if data_crc != masked_crc32c(event):
+            raise ValueError(f"bad data CRC at byte {position}")
+        events.append(event)
+        position += 12 + length + 4
+    return events
+
+
+def loggers(program):
+    import csv
+    import glob
+    import shutil
+    import tempfile
+
+    expected_scalars = []
+    for step in range(3):
+        expected_scalars.append((step, "loss", 1.5 + step))
+        expected_scalars += [(step, "acc", 0.25 + step), (step, "lr", 0.125)]
+    expected_scalars.append((10, "loss", 9.0))
+    with tempfile.TemporaryDirectory() as directory:
+        for devices in (2, 1):  # the second run (one rank is enough) gets version_1
+            code, stdout, stderr = run_job("loggers", [program, "log", f"--devices={devices}",
+                                                       f"--dir={directory}"])
+            if code != 0:
+                report("loggers", f"exit code {code}:\n{stderr}")
+                return
+        for kind in ("csv", "tb"):
+            versions = sorted(os.listdir(f"{directory}/{kind}"))
+            if versions != ["version_0", "version_1"]:
+                report("loggers", f"{kind}: versions {versions}, expected version_0 and version_1")
+        with open(f"{directory}/csv/version_0/metrics.csv") as file:
+            lines = file.read().splitlines()
+        rows = list(csv.DictReader(lines))
+        if lines[0] != "step,loss,acc,lr" or sum(line.startswith("step") for line in lines) != 1:
+            report("csv", f"header: {lines!r}")
+        got = [(int(row["step"]), name, float(row[name])) for row in rows
+               for name in ("loss", "acc", "lr") if row[name] != ""]
+        if got != expected_scalars:
+            report("csv", f"rows {got} != rank 0's {expected_scalars}")
+
+        files = glob.glob(f"{directory}/tb/version_0/events.out.tfevents.*")
+        if len(files) != 1:
+            report("tensorboard", f"event files: {files}")
+            return
+        try:
+            events = [decode_fields(event) for event in read_events(files[0])]
+        except Exception as error:  # noqa: BLE001 - any defect fails the case
+            report("tensorboard", f"cannot decode {files[0]}: {error}")
+            return
+        first = {field: value for field, _, value in events[0]}
+        if first.get(3) != b"brain.Event:2" or not isinstance(first.get(1), float):
+            report("tensorboard", f"the first event is not file_version: {events[0]}")
+        scalars = []
+        for event in events[1:]:
+            fields = {field: value for field, _, value in event}
+            summary = decode_fields(fields[5])
+            for _, _, summary_value in summary:
+                value_fields = {field: value for field, _, value in decode_fields(summary_value)}
+                scalars.append((fields.get(2, 0), value_fields[1].decode(), value_fields[2]))
+        if scalars != expected_scalars:
+            report("tensorboard", f"scalars {scalars} != {expected_scalars}")
+        else:
+            print(f"tensorboard: {len(events)} records, CRCs valid, scalars as logged")
+
+        protoc = shutil.which("protoc")
+        if protoc is None:
+            print("protoc not installed: the --decode_raw cross-check is skipped")
+        else:
+            for event in read_events(files[0])[:2]:
+                decoded = subprocess.run([protoc, "--decode_raw"], input=event,
+                                         capture_output=True)
+                text = decoded.stdout.decode()
+                if decoded.returncode != 0 or ("brain.Event:2" not in text and
+                                               '1: "loss"' not in text):
+                    report("tensorboard", f"protoc --decode_raw: {decoded.returncode} {text!r} "
+                                          f"{decoded.stderr!r}")
+            print("protoc --decode_raw agrees")
+
+
 def main():
-    if len(sys.argv) != 3 or sys.argv[1] not in ("failures", "torchrun"):
+    commands = {"failures": (failures, 3), "torchrun": (torchrun, 3),
+                "fabric_run": (fabric_run, 4), "checkpoint": (checkpoint, 3),
+                "loggers": (loggers, 3)}
+    if len(sys.argv) < 2 or sys.argv[1] not in commands or len(sys.argv) != commands[sys.argv[1]][1]:
         print(__doc__)
         return 2
-    {"failures": failures, "torchrun": torchrun}[sys.argv[1]](sys.argv[2])
+    commands[sys.argv[1]][0](*sys.argv[2:])
     if problems:
         print(f"{len(problems)} problem(s)")
         return 1

@@ -8,6 +8,23 @@
 //       training; DDP gradients equal single-process gradients on the whole
 //       batch; distributed samplers shard, cover and reshuffle; collectives;
 //       checkpoints.
+//   fabric_multiprocess_program argv OUT_DIR ARGS...
+//       (for fabric-run) writes its ARGS, NUL-separated, and its launcher
+//       environment to OUT_DIR/rank<R>.argv and OUT_DIR/rank<R>.env.
+//   fabric_multiprocess_program state --dir=D [--devices=N]
+//       fabric::State round trip and load errors, symlink at the temporary
+//       path, rank_zero_first, no_backward_sync, clip_gradients, seeding.
+//   fabric_multiprocess_program resume --dir=D --phase=full|first|second
+//       trains (full: 8 steps; first: 4 steps then save; second: load then
+//       4 steps) and prints every step's loss exactly (hex float).
+//   fabric_multiprocess_program save_twice --dir=D
+//       saves step 1, then step 2 (the test pauses and kills it in between).
+//   fabric_multiprocess_program log --dir=D
+//       logs loss/acc/lr on every rank to a CSVLogger (D/csv) and a
+//       TensorBoardLogger (D/tb); the test reads the files.
+//   fabric_multiprocess_program scaler [--devices=N]
+//       "16-mixed" on N ranks: an inf on one rank only makes every rank skip
+//       the step and halve the scale; unscaled gradients equal fp32 DDP's.
 //   fabric_multiprocess_program fail --devices=N --fail-rank=R --fail-step=S
 //       [--fail-how=exit|sigkill|throw] [--marker=...]
 //       trains with all-reduce every step; rank R dies at step S (exit code 3
@@ -25,8 +42,11 @@
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
+#include <iterator>
+#include <limits>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -38,6 +58,8 @@ struct Arguments {
   int fail_step = 0;
   std::string fail_how = "exit";
   int steps = 3000;
+  std::string dir;
+  std::string phase;
 };
 
 Arguments parse_arguments(int argc, char** argv) {
@@ -53,6 +75,8 @@ Arguments parse_arguments(int argc, char** argv) {
     if (name == "--fail-step") arguments.fail_step = std::stoi(value);
     if (name == "--fail-how") arguments.fail_how = value;
     if (name == "--steps") arguments.steps = std::stoi(value);
+    if (name == "--dir") arguments.dir = value;
+    if (name == "--phase") arguments.phase = value;
   }
   return arguments;
 }
@@ -375,10 +399,434 @@ int run_until_failure(const Arguments& arguments) {
   return 0;
 }
 
+// ---- fabric-run -------------------------------------------------------------
+
+int run_argv_report(int argc, char** argv) {
+  fabric::Fabric fabric;
+  fabric.launch();
+  this_rank = fabric.global_rank();
+  check(argc >= 3, "argv: no output directory");
+  const std::string prefix = std::string(argv[2]) + "/rank" + std::to_string(this_rank);
+  {
+    std::ofstream out(prefix + ".argv", std::ios::binary);
+    for (int i = 3; i < argc; ++i) out << argv[i] << '\0';
+  }
+  std::ofstream out(prefix + ".env");
+  for (const char* name : {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GROUP_RANK",
+                           "NODE_RANK", "MASTER_ADDR", "MASTER_PORT", "LT_ACCELERATOR",
+                           "LT_DEVICES", "LT_STRATEGY", "LT_PRECISION", "LT_NUM_NODES"}) {
+    const char* value = std::getenv(name);
+    out << name << "=" << (value != nullptr ? value : "<unset>") << "\n";
+  }
+  out << "world_size()=" << fabric.world_size() << "\n";
+  fabric.barrier("argv written");
+  return 0;
+}
+
+// ---- checkpoints of the whole state, training utilities -----------------------
+
+template <class Function>
+std::string error_of(Function&& function) {
+  try {
+    function();
+  } catch (const std::exception& error) {
+    return error.what();
+  }
+  return "";
+}
+
+void check_error(const std::string& error, const std::string& expected, const std::string& what) {
+  check(!error.empty(), what + ": no exception");
+  check(error.find(expected) != std::string::npos,
+        what + ": the message '" + error + "' lacks '" + expected + "'");
+}
+
+void check_same_state(torch::nn::Module& a, torch::nn::Module& b, const std::string& what) {
+  const auto from = module_state(a);
+  const auto to = module_state(b);
+  for (size_t i = 0; i < from.size(); ++i) check(torch::equal(from[i], to[i]), what);
+}
+
+void train_steps(fabric::Fabric& fabric, Net& model, torch::optim::Optimizer& optimizer,
+                 int first_step, int count, bool print_losses) {
+  for (int step = first_step; step < first_step + count; ++step) {
+    // Data depends on (step, rank) only, so a resumed run sees the same.
+    torch::manual_seed(500 + 10 * step + fabric.global_rank());
+    const auto input = torch::randn({8, 8});
+    const auto target = torch::randn({8, 4});
+    optimizer.zero_grad();
+    const auto loss = torch::mse_loss(model->forward(input), target);
+    fabric.backward(loss);
+    optimizer.step();
+    if (print_losses) fabric.printf("step %d loss %a\n", step, loss.item<double>());
+  }
+}
+
+void check_state_checkpoints(fabric::Fabric& fabric, const std::string& dir) {
+  torch::manual_seed(21 + fabric.global_rank());
+  Net model;
+  torch::optim::Adam optimizer(model->parameters(), 0.01);
+  fabric.setup(model, optimizer);
+  train_steps(fabric, model, optimizer, 0, 2, false);
+  int64_t step = 2;
+  double best = 0.25;
+  std::string note = "text with spaces";
+  bool flag = true;
+  int32_t epoch = 7;
+  torch::Tensor extra = torch::arange(6, torch::kFloat).reshape({2, 3});
+  const std::string path = dir + "/state.ckpt";
+  fabric::State state{{"model", model}, {"optimizer", optimizer}, {"step", step}, {"best", best},
+                      {"note", note},   {"flag", flag},           {"epoch", epoch}, {"extra", extra}};
+  fabric.save(path, state);
+
+  torch::manual_seed(99 + fabric.global_rank());
+  Net other_model;
+  torch::optim::Adam other_optimizer(other_model->parameters(), 0.01);
+  fabric.setup(other_model, other_optimizer);
+  int64_t other_step = 0;
+  double other_best = 0;
+  std::string other_note;
+  bool other_flag = false;
+  int32_t other_epoch = 0;
+  torch::Tensor other_extra;
+  fabric::State other{{"model", other_model}, {"optimizer", other_optimizer},
+                      {"step", other_step},   {"best", other_best},
+                      {"note", other_note},   {"flag", other_flag},
+                      {"epoch", other_epoch}, {"extra", other_extra}};
+  fabric.load(path, other);
+  check_same_state(*model, *other_model, "a loaded model tensor differs from the saved one");
+  for (const auto& tensor : module_state(*other_model)) {
+    check(tensor.device() == fabric.device(), "a loaded tensor is not on the device");
+  }
+  check(other_step == 2 && other_best == 0.25 && other_note == note && other_flag &&
+            other_epoch == 7 && torch::equal(other_extra, extra),
+        "plain values did not round-trip");
+  // The optimizer state came along: one more identical step keeps both equal.
+  train_steps(fabric, model, optimizer, 2, 1, false);
+  train_steps(fabric, other_model, other_optimizer, 2, 1, false);
+  check_same_state(*model, *other_model, "optimizer state did not round-trip (Adam moments)");
+
+  // Errors are clear and leave the objects alone.
+  int64_t untouched = 42;
+  check_error(error_of([&] { fabric.load(path, {{"model", other_model}, {"missing", untouched}}); }),
+              "has no 'missing'", "missing key");
+  check(untouched == 42, "a failed load modified a value");
+  check_error(error_of([&] { fabric.load(path, {{"model", other_model}}); }),
+              "also holds 'optimizer'", "unknown keys (strict)");
+  int64_t just_step = 0;
+  fabric.load(path, {{"step", just_step}}, /*strict=*/false);
+  check(just_step == 2, "non-strict load of one value");
+  std::string wrong_kind;
+  check_error(error_of([&] { fabric.load(path, {{"step", wrong_kind}}, false); }),
+              "'step' holds a int64 in the checkpoint, but a string", "kind mismatch");
+  check_error(error_of([&] { fabric::State twice{{"a", step}, {"a", step}}; }), "appears twice",
+              "duplicate names");
+  check_error(error_of([&] { fabric.load(dir + "/does-not-exist.ckpt", state); }),
+              "No such file", "missing file");
+  const std::string truncated = dir + "/truncated.ckpt";
+  const std::string garbage = dir + "/garbage.ckpt";
+  if (fabric.is_global_zero()) {
+    std::ifstream in(path, std::ios::binary);
+    const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::ofstream(truncated, std::ios::binary) << bytes.substr(0, bytes.size() * 2 / 3);
+    std::ofstream(garbage, std::ios::binary) << std::string(4096, 'x');
+  }
+  fabric.barrier("corrupted files written");
+  check_error(error_of([&] { fabric.load(truncated, state); }), "truncated or corrupted",
+              "truncated file");
+  check_error(error_of([&] { fabric.load(garbage, state); }), "truncated or corrupted",
+              "garbage file");
+  const std::string single = dir + "/single.pt";
+  fabric.save(single, model);
+  check_error(error_of([&] { fabric.load(single, state); }), "not a fabric::State checkpoint",
+              "single-object checkpoint loaded as a State");
+  // A set-up model loaded from a single-object checkpoint still trains in
+  // sync (its parameters keep the storage its Reducer watches).
+  fabric.load(single, other_model);
+  check_same_state(*model, *other_model, "single-object load into a set-up model");
+  train_steps(fabric, other_model, other_optimizer, 3, 2, false);
+  check(identical_across_ranks(fabric, *other_model),
+        "ranks drift apart after loading a single-object checkpoint into a set-up model");
+
+  // A symlink planted at the temporary path is replaced, not written through.
+  const std::string victim = dir + "/victim.txt";
+  if (fabric.is_global_zero()) {
+    std::ofstream(victim) << "precious";
+    check(::symlink(victim.c_str(), (path + ".tmp").c_str()) == 0, "cannot plant the symlink");
+  }
+  fabric.barrier("symlink planted");
+  fabric.save(path, state);
+  std::ifstream victim_file(victim);
+  const std::string victim_text((std::istreambuf_iterator<char>(victim_file)),
+                                std::istreambuf_iterator<char>());
+  check(victim_text == "precious", "save wrote through a symlink at the temporary path");
+  fabric.load(path, other);
+  fabric.barrier("state checks done");
+}
+
+void check_no_backward_sync(fabric::Fabric& fabric) {
+  const int rank = fabric.global_rank();
+  const int world = fabric.world_size();
+  torch::manual_seed(5);
+  Net model;
+  model->to(torch::kDouble);
+  fabric.setup(model);
+  Net reference;
+  reference->to(torch::kDouble);
+  {
+    torch::NoGradGuard no_grad;
+    const auto from = module_state(*model);
+    const auto to = module_state(*reference);
+    for (size_t i = 0; i < from.size(); ++i) to[i].copy_(from[i]);
+  }
+  const int micro_batches = 3;
+  const auto batch = [&](int r, int i) {
+    torch::manual_seed(700 + 10 * r + i);
+    return std::make_pair(torch::randn({4, 8}, torch::kDouble), torch::randn({4, 4}, torch::kDouble));
+  };
+  for (int i = 0; i < micro_batches; ++i) {
+    const auto [input, target] = batch(rank, i);
+    const auto loss = torch::mse_loss(model->forward(input), target);
+    const bool last = i == micro_batches - 1;
+    auto no_sync = fabric.no_backward_sync(model, /*enabled=*/!last);
+    fabric.backward(loss);
+    if (i == micro_batches - 2) {
+      // Still local: ranks saw different data, so their sums differ.
+      const auto gradient = model->first->weight.grad();
+      check(!torch::equal(fabric.all_reduce(gradient, fabric::ReduceOp::Max),
+                          fabric.all_reduce(gradient, fabric::ReduceOp::Min)),
+            "no_backward_sync: gradients were synchronized inside the guard");
+    }
+  }
+  // Reference: the mean over ranks of each rank's sum over micro-batches.
+  for (int r = 0; r < world; ++r) {
+    for (int i = 0; i < micro_batches; ++i) {
+      const auto [input, target] = batch(r, i);
+      (torch::mse_loss(reference->forward(input), target) / world).backward();
+    }
+  }
+  const auto expected = reference->named_parameters();
+  for (const auto& item : model->named_parameters()) {
+    const auto error = (item.value().grad() - expected[item.key()].grad()).abs().max().item<double>();
+    check(error < 1e-12, "accumulated gradient of " + item.key() + " differs from the large-batch "
+                         "gradient by " + std::to_string(error));
+  }
+  check_error(error_of([&] {
+                Net never_set_up;
+                auto guard = fabric.no_backward_sync(never_set_up);
+              }),
+              "was not set up", "no_backward_sync on a model that was not set up");
+}
+
+void check_clip_gradients(fabric::Fabric& fabric) {
+  torch::manual_seed(8);
+  Net model;
+  torch::optim::SGD optimizer(model->parameters(), 0.1);
+  fabric.setup(model, optimizer);
+  torch::manual_seed(80 + fabric.global_rank());
+  fabric.backward(model->forward(torch::randn({16, 8})).pow(2).sum());
+  double squares = 0;
+  for (const auto& parameter : model->parameters()) squares += parameter.grad().pow(2).sum().item<double>();
+  const double hand_norm = std::sqrt(squares);
+  const double max_norm = hand_norm / 4;
+  const auto norm = fabric.clip_gradients(model, optimizer, c10::nullopt, max_norm);
+  check(std::abs(norm.item<double>() - hand_norm) < 1e-4 * hand_norm,
+        "clip_gradients returned " + std::to_string(norm.item<double>()) + ", by hand " +
+            std::to_string(hand_norm));
+  check(torch::equal(fabric.all_reduce(norm, fabric::ReduceOp::Max),
+                     fabric.all_reduce(norm, fabric::ReduceOp::Min)),
+        "clip_gradients: the norm differs across ranks");
+  double clipped = 0;
+  for (const auto& parameter : model->parameters()) clipped += parameter.grad().pow(2).sum().item<double>();
+  check(std::abs(std::sqrt(clipped) - max_norm) < 1e-3 * max_norm, "the clipped norm is not max_norm");
+  fabric.clip_gradients(model, optimizer, 1e-3);
+  for (const auto& parameter : model->parameters()) {
+    check(parameter.grad().abs().max().item<double>() <= 1e-3 + 1e-9, "clip_val did not clamp");
+  }
+  check_error(error_of([&] { fabric.clip_gradients(model, optimizer); }), "exactly one",
+              "clip_gradients without a limit");
+}
+
+void check_rank_zero_first(fabric::Fabric& fabric, const std::string& dir) {
+  const std::string marker = dir + "/rank_zero_was_here";
+  {
+    auto first = fabric.rank_zero_first();
+    if (fabric.is_global_zero()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      std::ofstream(marker) << "done";
+    } else {
+      check(std::ifstream(marker).good(), "rank_zero_first: a rank entered before rank 0 left");
+    }
+  }
+  check(std::ifstream(marker).good(), "rank_zero_first: no marker after the scope");
+}
+
+void check_seed_everything() {
+  check(fabric::seed_everything(1234) == 1234, "seed_everything's result");
+  const auto first = torch::randn({4});
+  const int first_rand = std::rand();
+  fabric::seed_everything(1234);
+  check(torch::equal(first, torch::randn({4})) && std::rand() == first_rand,
+        "seed_everything does not reproduce the random numbers");
+  check(std::string(std::getenv("PL_GLOBAL_SEED")) == "1234", "PL_GLOBAL_SEED");
+}
+
+int run_state_checks(const Arguments& arguments) {
+  fabric::Fabric fabric(fabric::Options().accelerator("cpu").devices(arguments.devices));
+  fabric.launch();
+  this_rank = fabric.global_rank();
+  check(!arguments.dir.empty(), "--dir is needed");
+  check_state_checkpoints(fabric, arguments.dir);
+  check_no_backward_sync(fabric);
+  check_clip_gradients(fabric);
+  check_rank_zero_first(fabric, arguments.dir);
+  check_seed_everything();
+  fabric.print("state checks passed on", fabric.world_size(), "ranks");
+  return 0;
+}
+
+int run_resume(const Arguments& arguments) {
+  fabric::Fabric fabric(fabric::Options().accelerator("cpu").devices(arguments.devices));
+  fabric.launch();
+  this_rank = fabric.global_rank();
+  torch::manual_seed(31);
+  Net model;
+  torch::optim::Adam optimizer(model->parameters(), 0.01);
+  fabric.setup(model, optimizer);
+  int64_t step = 0;
+  fabric::State state{{"model", model}, {"optimizer", optimizer}, {"step", step}};
+  const std::string path = arguments.dir + "/resume.ckpt";
+  if (arguments.phase == "full") {
+    train_steps(fabric, model, optimizer, 0, 8, true);
+  } else if (arguments.phase == "first") {
+    train_steps(fabric, model, optimizer, 0, 4, true);
+    step = 4;
+    fabric.save(path, state);
+  } else if (arguments.phase == "second") {
+    fabric.load(path, state);
+    train_steps(fabric, model, optimizer, static_cast<int>(step), 4, true);
+  } else {
+    fail("unknown --phase");
+  }
+  check(identical_across_ranks(fabric, *model), "ranks differ after training");
+  return 0;
+}
+
+int run_save_twice(const Arguments& arguments) {
+  fabric::Fabric fabric(fabric::Options().accelerator("cpu").devices(arguments.devices));
+  fabric.launch();
+  this_rank = fabric.global_rank();
+  torch::manual_seed(41);
+  Net model;
+  fabric.setup(model);
+  int64_t step = 1;
+  fabric::State state{{"model", model}, {"step", step}};
+  const std::string path = arguments.dir + "/twice.ckpt";
+  fabric.save(path, state);
+  step = 2;
+  ::setenv("FABRIC_TEST_PAUSE_BEFORE_RENAME_S", "60", 1);
+  fabric.save(path, state);  // the test kills rank 0 while it pauses
+  fabric.print("the second save was not interrupted");
+  return 0;
+}
+
+int run_logging(const Arguments& arguments) {
+  fabric::Fabric fabric(fabric::Options()
+                            .accelerator("cpu")
+                            .devices(arguments.devices)
+                            .logger(fabric::CSVLogger(arguments.dir, "csv"))
+                            .logger(fabric::TensorBoardLogger(arguments.dir, "tb")));
+  fabric.launch();
+  this_rank = fabric.global_rank();
+  const int rank = fabric.global_rank();
+  for (int step = 0; step < 3; ++step) {
+    fabric.log("loss", 1.5 + rank + step, step);
+    fabric.log_dict({{"acc", 0.25 * (rank + 1) + step}, {"lr", 0.125}}, step);
+  }
+  fabric.log("loss", torch::tensor(9.0 + rank), 10);
+  fabric.barrier("logged");
+  return 0;
+}
+
+int run_scaler_checks(const Arguments& arguments) {
+  fabric::Options::GradScalerOptions scaler;
+  scaler.init_scale = 1024;
+  scaler.growth_interval = 2;
+  fabric::Fabric fabric(
+      fabric::Options().accelerator("cpu").devices(arguments.devices).precision("16-mixed").grad_scaler(scaler));
+  fabric.launch();
+  this_rank = fabric.global_rank();
+  const int rank = fabric.global_rank();
+  torch::manual_seed(61);
+  Net model;
+  torch::optim::Adam optimizer(model->parameters(), 0.01);
+  fabric.setup(model, optimizer);
+  const auto batch = [&](int step) {
+    torch::manual_seed(900 + 10 * step + rank);  // different data per rank
+    return torch::randn({6, 8});
+  };
+
+  // Step 0, clean: gradients come back unscaled and reduced: they equal the
+  // mean over ranks of plain fp32 gradients of each rank's batch.
+  optimizer.zero_grad();
+  fabric.backward(model->forward(batch(0)).pow(2).mean());
+  Net plain;
+  {
+    torch::NoGradGuard no_grad;
+    const auto from = module_state(*model);
+    const auto to = module_state(*plain);
+    for (size_t i = 0; i < from.size(); ++i) to[i].copy_(from[i]);
+  }
+  plain->forward(batch(0)).pow(2).mean().backward();
+  const auto expected = fabric.all_reduce(plain->first->weight.grad(), fabric::ReduceOp::Mean);
+  check(torch::allclose(model->first->weight.grad(), expected, 1e-5, 1e-7),
+        "16-mixed gradients are not the unscaled mean of the ranks' gradients");
+  optimizer.step();
+  check(fabric.loss_scale() == 1024, "the scale changed after one clean step");
+
+  // Step 1: an inf on the last rank only. Every rank must skip.
+  const auto weights = model->first->weight.detach().clone();
+  optimizer.zero_grad();
+  auto loss = model->forward(batch(1)).pow(2).mean();
+  if (rank == fabric.world_size() - 1) loss = loss * std::numeric_limits<float>::infinity();
+  fabric.backward(loss);
+  check(!model->first->weight.grad().defined(), "a rank kept inf gradients");
+  optimizer.step();
+  check(torch::equal(weights, model->first->weight), "a rank stepped on inf gradients");
+  check(fabric.loss_scale() == 512, "the scale did not halve on every rank");
+  for (int step = 2; step < 4; ++step) {
+    optimizer.zero_grad();
+    fabric.backward(model->forward(batch(step)).pow(2).mean());
+    optimizer.step();
+  }
+  check(fabric.loss_scale() == 1024, "the scale did not grow after growth_interval clean steps");
+  check(identical_across_ranks(fabric, *model), "ranks differ after 16-mixed training");
+  fabric.print("scaler checks passed on", fabric.world_size(), "ranks");
+  return 0;
+}
+
+// Loads twice.ckpt in one process and prints its step.
+int run_load_step(const Arguments& arguments) {
+  fabric::Fabric fabric(fabric::Options().accelerator("cpu").devices(1));
+  fabric.launch();
+  Net model;
+  int64_t step = 0;
+  fabric.load(arguments.dir + "/twice.ckpt", {{"model", model}, {"step", step}});
+  fabric.printf("loaded step %lld\n", static_cast<long long>(step));
+  return 0;
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
+  if (argc > 1 && std::string(argv[1]) == "argv") return run_argv_report(argc, argv);
   const Arguments arguments = parse_arguments(argc, argv);
+  if (arguments.scenario == "state") return run_state_checks(arguments);
+  if (arguments.scenario == "resume") return run_resume(arguments);
+  if (arguments.scenario == "save_twice") return run_save_twice(arguments);
+  if (arguments.scenario == "load_step") return run_load_step(arguments);
+  if (arguments.scenario == "log") return run_logging(arguments);
+  if (arguments.scenario == "scaler") return run_scaler_checks(arguments);
   if (arguments.scenario == "ddp") return run_ddp_checks(arguments);
   if (arguments.scenario == "fail") {
     try {

@@ -88,8 +88,9 @@ TEST(Options, KnownButUnavailableValuesSaySo) {
         << message;
     EXPECT_TRUE(contains(message, "'ddp'")) << message;
   }
-  const std::string precision = invalid_argument_message([] { fabric::Options().precision("16-mixed"); });
-  EXPECT_TRUE(contains(precision, "precision '16-mixed' is not available in this build yet"))
+  const std::string precision =
+      invalid_argument_message([] { fabric::Options().precision("transformer-engine"); });
+  EXPECT_TRUE(contains(precision, "precision 'transformer-engine' is not available in this build yet"))
       << precision;
   EXPECT_TRUE(contains(precision, "'32-true'")) << precision;
   const std::string accelerator = invalid_argument_message([] { fabric::Options().accelerator("tpu"); });
@@ -103,8 +104,12 @@ TEST(Options, MistypedAcceleratorAndPrecision) {
   const std::string precision = invalid_argument_message([] { fabric::Options().precision("32-tru"); });
   EXPECT_TRUE(contains(precision, "did you mean '32-true'?")) << precision;
   const std::string bf16 = invalid_argument_message([] { fabric::Options().precision("bf16-mixd"); });
-  EXPECT_TRUE(contains(bf16, "did you mean 'bf16-mixed'?") && contains(bf16, "not available"))
+  EXPECT_TRUE(contains(bf16, "did you mean 'bf16-mixed'?") && !contains(bf16, "not available"))
       << bf16;
+  EXPECT_EQ(fabric::Options().precision("bf16").precision(), "bf16-mixed");
+  EXPECT_EQ(fabric::Options().precision("16").precision(), "16-mixed");
+  EXPECT_EQ(fabric::Options().precision("64").precision(), "64-true");
+  EXPECT_EQ(fabric::Options().precision("bf16-true").precision(), "bf16-true");
 }
 
 TEST(Options, RejectsBadNumbers) {

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <limits>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -228,6 +229,112 @@ TEST(SingleProcess, SaveIsAtomicAndLoadRestores) {
   std::remove((path + ".optim").c_str());
 
   EXPECT_THROW(fabric.save("/nonexistent-directory/x.pt", saved), std::exception);
+}
+
+TEST(Precision, Bf16MixedRunsMatmulInBfloat16) {
+  fabric::Fabric fabric(one_cpu_process().precision("bf16-mixed"));
+  fabric.launch();
+  torch::nn::Linear layer(8, 4);
+  fabric.setup(layer);
+  EXPECT_EQ(layer->weight.scalar_type(), torch::kFloat) << "mixed precision keeps fp32 weights";
+  const auto a = torch::randn({4, 8});
+  const auto b = torch::randn({8, 4});
+  {
+    auto autocast = fabric.autocast();
+    EXPECT_EQ(torch::mm(a, b).scalar_type(), torch::kBFloat16);
+    EXPECT_EQ(layer->forward(a).scalar_type(), torch::kBFloat16);
+    {
+      auto nested = fabric.autocast();
+      EXPECT_EQ(torch::mm(a, b).scalar_type(), torch::kBFloat16);
+    }
+    EXPECT_EQ(torch::mm(a, b).scalar_type(), torch::kBFloat16) << "the inner guard ended autocast";
+  }
+  EXPECT_EQ(torch::mm(a, b).scalar_type(), torch::kFloat) << "autocast outlived its guard";
+
+  fabric::Fabric full(one_cpu_process());
+  full.launch();
+  auto no_autocast = full.autocast();
+  EXPECT_EQ(torch::mm(a, b).scalar_type(), torch::kFloat);
+}
+
+TEST(Precision, TruePrecisionsCastTheModule) {
+  const std::pair<const char*, torch::Dtype> cases[] = {
+      {"64-true", torch::kDouble}, {"64", torch::kDouble}, {"bf16-true", torch::kBFloat16},
+      {"16-true", torch::kHalf},   {"32-true", torch::kFloat}};
+  for (const auto& [precision, dtype] : cases) {
+    fabric::Fabric fabric(one_cpu_process().precision(precision));
+    fabric.launch();
+    torch::nn::Linear layer(3, 2);
+    fabric.setup(layer);
+    EXPECT_EQ(layer->weight.scalar_type(), dtype) << precision;
+  }
+}
+
+TEST(Precision, LossScalerSkipsInfStepsAndGrows) {
+  fabric::Options::GradScalerOptions scaler;
+  scaler.init_scale = 1024;
+  scaler.growth_interval = 3;
+  fabric::Fabric fabric(one_cpu_process().precision("16-mixed").grad_scaler(scaler));
+  fabric.launch();
+  torch::manual_seed(4);
+  torch::nn::Linear layer(4, 1);
+  torch::optim::Adam optimizer(layer->parameters(), 0.1);
+  fabric.setup(layer, optimizer);
+  torch::nn::Linear reference(4, 1);  // plain fp32 autograd, same weights
+  {
+    torch::NoGradGuard no_grad;
+    reference->weight.copy_(layer->weight);
+    reference->bias.copy_(layer->bias);
+  }
+  const auto input = torch::randn({5, 4});
+  EXPECT_EQ(fabric.loss_scale(), 1024);
+
+  // A clean step: the gradients come back unscaled.
+  optimizer.zero_grad();
+  fabric.backward(layer->forward(input).pow(2).mean());
+  reference->forward(input).pow(2).mean().backward();
+  EXPECT_TRUE(torch::allclose(layer->weight.grad(), reference->weight.grad(), 1e-6, 1e-7))
+      << layer->weight.grad() << reference->weight.grad();
+  optimizer.step();
+  EXPECT_EQ(fabric.loss_scale(), 1024);
+
+  // An injected inf: the step is skipped (weights and Adam state unchanged)
+  // and the scale halves.
+  const auto weights = layer->weight.detach().clone();
+  optimizer.zero_grad();
+  fabric.backward(layer->forward(input).pow(2).mean() * std::numeric_limits<float>::infinity());
+  EXPECT_FALSE(layer->weight.grad().defined()) << "inf gradients were kept";
+  optimizer.step();
+  EXPECT_TRUE(torch::equal(weights, layer->weight)) << "the optimizer stepped on inf gradients";
+  EXPECT_EQ(fabric.loss_scale(), 512);
+
+  // growth_interval (3) clean steps in a row double it again.
+  for (int step = 0; step < 3; ++step) {
+    EXPECT_EQ(fabric.loss_scale(), 512) << "grew too early, step " << step;
+    optimizer.zero_grad();
+    fabric.backward(layer->forward(input).pow(2).mean());
+    optimizer.step();
+  }
+  EXPECT_EQ(fabric.loss_scale(), 1024);
+  EXPECT_FALSE(torch::equal(weights, layer->weight));
+
+  // The scaler's state travels with a fabric::State checkpoint.
+  const std::string path = testing::TempDir() + "fabric_scaler_state.ckpt";
+  fabric::State state{{"model", layer}, {"optimizer", optimizer}};
+  optimizer.zero_grad();
+  fabric.backward(layer->forward(input).pow(2).mean());  // growth tracker 1
+  fabric.save(path, state);
+  fabric::Options::GradScalerOptions fresh_scaler;  // scale 65536 unless loaded
+  fresh_scaler.growth_interval = 3;
+  fabric::Fabric resumed(one_cpu_process().precision("16-mixed").grad_scaler(fresh_scaler));
+  resumed.launch();
+  resumed.setup(layer, optimizer);
+  resumed.load(path, state);
+  EXPECT_EQ(resumed.loss_scale(), 1024) << "the scale was not restored";
+  resumed.backward(layer->forward(input).pow(2).mean());
+  resumed.backward(layer->forward(input).pow(2).mean());
+  EXPECT_EQ(resumed.loss_scale(), 2048) << "the growth tracker was not restored";
+  std::remove(path.c_str());
 }
 
 TEST(ToDevice, NestedStandardTypes) {

@@ -22,6 +22,7 @@
 #pragma once
 
 #include <fabric/data.h>
+#include <fabric/loggers.h>
 #include <fabric/options.h>
 #include <fabric/to_device.h>
 
@@ -29,12 +30,15 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <ostream>
 #include <sstream>
 #include <string>
 #include <type_traits>
 #include <utility>
+#include <variant>
 #include <vector>
 
 namespace fabric {
@@ -45,10 +49,128 @@ namespace detail {
 class FabricState;  // process group, reducers, launcher; see src/fabric.cpp
 // Path of the temporary file save() writes before renaming it over `path`.
 std::string temporary_path_for(const std::string& path);
-// rename(temporary, path); throws std::runtime_error naming both on failure.
-void replace_file(const std::string& temporary, const std::string& path);
-void remove_file_quietly(const std::string& path);
+// Writes `bytes` to temporary_path_for(path) (created anew, never through a
+// symlink), syncs it and renames it over `path`. Throws std::runtime_error.
+void write_file_atomically(const std::string& path, const std::string& bytes);
+template <class T, class = void>
+struct is_module_holder : std::false_type {};
+template <class T>
+struct is_module_holder<T, std::void_t<typename T::ContainedType>>
+    : std::is_base_of<torch::nn::ModuleHolder<typename T::ContainedType>, T> {};
+template <class T>
+struct is_module_pointer : std::false_type {};
+template <class M>
+struct is_module_pointer<std::shared_ptr<M>> : std::is_base_of<torch::nn::Module, M> {};
 } // namespace detail
+
+// One named entry of a checkpoint: a reference to the caller's object, which
+// save() reads and load() overwrites in place.
+class StateEntry {
+ public:
+  using Target = std::variant<std::shared_ptr<torch::nn::Module>, torch::optim::Optimizer*,
+                              torch::Tensor*, int64_t*, int32_t*, double*, float*, bool*,
+                              std::string*>;
+
+  template <class M>
+  StateEntry(std::string name, torch::nn::ModuleHolder<M>& module)
+      : name_(std::move(name)), target_(std::shared_ptr<torch::nn::Module>(module.ptr())) {}
+  template <class M, class = std::enable_if_t<std::is_base_of<torch::nn::Module, M>::value>>
+  StateEntry(std::string name, std::shared_ptr<M>& module)
+      : name_(std::move(name)), target_(std::shared_ptr<torch::nn::Module>(module)) {}
+  StateEntry(std::string name, torch::optim::Optimizer& optimizer)
+      : name_(std::move(name)), target_(&optimizer) {}
+  StateEntry(std::string name, torch::Tensor& tensor) : name_(std::move(name)), target_(&tensor) {}
+  StateEntry(std::string name, int64_t& value) : name_(std::move(name)), target_(&value) {}
+  StateEntry(std::string name, int32_t& value) : name_(std::move(name)), target_(&value) {}
+  StateEntry(std::string name, double& value) : name_(std::move(name)), target_(&value) {}
+  StateEntry(std::string name, float& value) : name_(std::move(name)), target_(&value) {}
+  StateEntry(std::string name, bool& value) : name_(std::move(name)), target_(&value) {}
+  StateEntry(std::string name, std::string& value) : name_(std::move(name)), target_(&value) {}
+
+  const std::string& name() const noexcept { return name_; }
+  const Target& target() const noexcept { return target_; }
+  // "module", "optimizer", "tensor", "int64", "int32", "double", "float",
+  // "bool" or "string": what the checkpoint records for this entry.
+  const char* kind() const noexcept;
+
+ private:
+  std::string name_;
+  Target target_;
+};
+
+// The whole training state for save()/load(), in order:
+//   fabric::State state{{"model", model}, {"optimizer", optimizer}, {"step", step}};
+//   fabric.save("ckpt.pt", state);   ...   fabric.load("ckpt.pt", state);
+class State {
+ public:
+  State() = default;
+  // Throws std::invalid_argument on a repeated name.
+  State(std::initializer_list<StateEntry> entries);
+  State& add(StateEntry entry);
+  const std::vector<StateEntry>& entries() const noexcept { return entries_; }
+
+ private:
+  std::vector<StateEntry> entries_;
+};
+
+class Fabric;
+
+// While alive, backward() accumulates the model's gradients locally instead
+// of all-reducing them (gradient accumulation); the first backward after it
+// is gone reduces the accumulated sum. See Fabric::no_backward_sync.
+class [[nodiscard]] NoBackwardSync {
+ public:
+  NoBackwardSync(const NoBackwardSync&) = delete;
+  NoBackwardSync& operator=(const NoBackwardSync&) = delete;
+  ~NoBackwardSync();
+
+ private:
+  friend class Fabric;
+  NoBackwardSync(detail::FabricState* state, const torch::nn::Module* module, bool enabled);
+  detail::FabricState* state_;
+  const torch::nn::Module* module_;
+  bool enabled_;
+};
+
+// Rank 0 (or each node's local rank 0) runs the guarded scope first; the
+// other ranks enter it once rank 0 has left it. See Fabric::rank_zero_first.
+class [[nodiscard]] RankZeroFirst {
+ public:
+  RankZeroFirst(const RankZeroFirst&) = delete;
+  RankZeroFirst& operator=(const RankZeroFirst&) = delete;
+  ~RankZeroFirst() noexcept(false);
+
+ private:
+  friend class Fabric;
+  RankZeroFirst(Fabric& fabric, bool first);
+  Fabric& fabric_;
+  bool first_;  // this rank goes first
+  int uncaught_exceptions_;
+};
+
+// Runs the ops of its scope in the precision's autocast dtype ("bf16-mixed":
+// bfloat16; "16-mixed" on CUDA: float16) and restores the previous autocast
+// state when it ends. A no-op for the other precisions, and for "16-mixed"
+// on CPU, where LibTorch 1.13's autocast has no float16 (the loss scaler
+// still runs). See Fabric::autocast.
+class [[nodiscard]] Autocast {
+ public:
+  Autocast(const Autocast&) = delete;
+  Autocast& operator=(const Autocast&) = delete;
+  ~Autocast();
+
+ private:
+  friend class Fabric;
+  Autocast(bool enabled, c10::DeviceType device_type, at::ScalarType dtype);
+  bool enabled_;
+  c10::DeviceType device_type_;
+  bool previous_enabled_ = false;
+  at::ScalarType previous_dtype_ = at::kFloat;
+};
+
+// Sets the seed of LibTorch's generators (CPU and CUDA) and of std::rand,
+// and PL_GLOBAL_SEED for processes started later. Returns the seed.
+uint64_t seed_everything(uint64_t seed);
 
 class Fabric {
  public:
@@ -143,32 +265,137 @@ class Fabric {
   // on different code paths: that throws std::runtime_error on every rank.
   void barrier(const std::string& name = "");
 
-  // Checkpoints. Every rank calls; rank 0 writes to a temporary file in the
-  // same directory and renames it over `path` (atomic), then all ranks meet
-  // in a barrier. T is anything torch::save accepts (ModuleHolder,
+  // Checkpoints of one object. Every rank calls; rank 0 writes to a
+  // temporary file in the same directory and renames it over `path`
+  // (atomic), then every rank learns whether that worked (an error throws
+  // on all ranks). T is anything torch::save accepts (ModuleHolder,
   // shared_ptr<Module>, optimizer, tensor...).
-  template <class T>
+  template <class T, class = std::enable_if_t<!std::is_same<std::decay_t<T>, State>::value>>
   void save(const std::string& path, const T& value) {
-    if (is_global_zero()) {
-      const std::string temporary = detail::temporary_path_for(path);
-      try {
-        torch::save(value, temporary);
-      } catch (...) {
-        detail::remove_file_quietly(temporary);
-        throw;
-      }
-      detail::replace_file(temporary, path);
-    }
-    barrier("fabric.save");
+    save_with(path, [&value](std::ostream& stream) { torch::save(value, stream); });
   }
-  // Every rank reads `path`; the loaded tensors end up on device().
-  template <class T>
+  // Every rank reads `path`; the loaded tensors end up on device(). A
+  // model's parameters and buffers are overwritten in place (their storage
+  // stays the one setup() prepared for DDP; shapes must match).
+  template <class T, class = std::enable_if_t<!std::is_same<std::decay_t<T>, State>::value>>
   void load(const std::string& path, T& value) {
-    torch::load(value, path, device());
+    if constexpr (detail::is_module_holder<T>::value) {
+      load_module_file(path, *value.ptr());
+    } else if constexpr (detail::is_module_pointer<T>::value) {
+      load_module_file(path, *value);
+    } else {
+      torch::load(value, path, device());
+    }
   }
+
+  // Checkpoints of the whole training state: modules, optimizers, tensors
+  // and plain values by name, in one file (same writing rules as above).
+  void save(const std::string& path, const State& state);
+  // Every rank reads `path` and overwrites the state's objects in place,
+  // tensors mapped to device(). With `strict`, a name in the file that the
+  // state lacks is an error too; a name the file lacks always is. Errors
+  // (missing file, truncated or corrupted file, wrong kind of entry) throw
+  // std::runtime_error before anything is modified, where they can be seen.
+  void load(const std::string& path, const State& state, bool strict = true);
+
+  // Logging to the loggers of the options, on global rank 0 only (a no-op
+  // elsewhere and without loggers). `step` < 0: the number of earlier calls.
+  void log(const std::string& name, double value, int64_t step = -1);
+  void log(const std::string& name, const torch::Tensor& value, int64_t step = -1) {
+    log(name, value.detach().cpu().item<double>(), step);
+  }
+  void log_dict(const Metrics& metrics, int64_t step = -1);
+  template <class Map>
+  void log_dict(const Map& metrics, int64_t step = -1) {
+    Metrics ordered;
+    for (const auto& item : metrics) ordered.emplace_back(item.first, static_cast<double>(item.second));
+    log_dict(ordered, step);
+  }
+  // The options' loggers (the same objects on every rank).
+  const std::vector<std::shared_ptr<Logger>>& loggers() const;
+
+  // Gradient accumulation: inside the guard's scope, backward() leaves the
+  // model's gradients local (no communication); the next backward outside
+  // it all-reduces the accumulated sum, as with DDP's no_sync().
+  //   { auto no_sync = fabric.no_backward_sync(model); fabric.backward(loss); }
+  // `enabled = false` makes the guard do nothing (the last micro-batch).
+  template <class M>
+  NoBackwardSync no_backward_sync(torch::nn::ModuleHolder<M>& model, bool enabled = true) {
+    return NoBackwardSync(checked_state_for_no_sync(model.ptr().get()), model.ptr().get(),
+                          enabled);
+  }
+  template <class M>
+  NoBackwardSync no_backward_sync(std::shared_ptr<M>& model, bool enabled = true) {
+    return NoBackwardSync(checked_state_for_no_sync(model.get()), model.get(), enabled);
+  }
+
+  // Clips the gradients of `model`'s parameters, either by total norm
+  // (`max_norm`, as torch::nn::utils::clip_grad_norm_) or elementwise to
+  // [-clip_val, clip_val]; exactly one must be given. Call it after
+  // backward() (gradients are then identical on every rank) and before
+  // optimizer.step(). Returns the total `norm_type` norm of the gradients
+  // before clipping. Throws on a non-finite norm if `error_if_nonfinite`.
+  template <class M>
+  torch::Tensor clip_gradients(torch::nn::ModuleHolder<M>& model,
+                               torch::optim::Optimizer& optimizer,
+                               c10::optional<double> clip_val = c10::nullopt,
+                               c10::optional<double> max_norm = c10::nullopt,
+                               double norm_type = 2.0, bool error_if_nonfinite = true) {
+    return clip_module_gradients(*model.ptr(), optimizer, clip_val, max_norm, norm_type,
+                                 error_if_nonfinite);
+  }
+  template <class M>
+  torch::Tensor clip_gradients(std::shared_ptr<M>& model, torch::optim::Optimizer& optimizer,
+                               c10::optional<double> clip_val = c10::nullopt,
+                               c10::optional<double> max_norm = c10::nullopt,
+                               double norm_type = 2.0, bool error_if_nonfinite = true) {
+    return clip_module_gradients(*model, optimizer, clip_val, max_norm, norm_type,
+                                 error_if_nonfinite);
+  }
+
+  // Mixed precision around the forward pass and the loss (C++ has no hook
+  // around a module's forward, so the guard is explicit):
+  //   { auto autocast = fabric.autocast(); loss = criterion(model->forward(x), y); }
+  //   fabric.backward(loss);
+  Autocast autocast();
+  // "16-mixed": the current loss scale (backward multiplies the loss by it,
+  // divides the gradients by it after they are all-reduced, and on inf/NaN
+  // gradients clears them so that optimizer.step() skips every parameter,
+  // then halves it; it doubles after growth_interval clean steps). 1 for
+  // the other precisions. Saved with a fabric::State and loaded back.
+  double loss_scale() const;
+
+  // { auto first = fabric.rank_zero_first(); download(); }  Rank 0 runs the
+  // scope alone, the others after it (every rank must create the guard).
+  // `local`: each node's local rank 0 goes first instead of global rank 0.
+  RankZeroFirst rank_zero_first(bool local = false);
 
  private:
   void write_to_stdout(const std::string& text);
+  // Rank 0 serializes with `write` and writes the file atomically; every
+  // rank then learns the outcome (throws everywhere on failure).
+  template <class Write>
+  void save_with(const std::string& path, Write&& write) {
+    std::string error;
+    if (is_global_zero()) {
+      try {
+        std::ostringstream bytes(std::ios::out | std::ios::binary);
+        write(bytes);
+        detail::write_file_atomically(path, bytes.str());
+      } catch (const std::exception& failure) {
+        error = failure.what();
+        if (error.empty()) error = "unknown error";
+      }
+    }
+    finish_save(path, error);
+  }
+  void finish_save(const std::string& path, const std::string& error_on_rank_zero);
+  void load_module_file(const std::string& path, torch::nn::Module& module);
+  detail::FabricState* checked_state_for_no_sync(const torch::nn::Module* module);
+  torch::Tensor clip_module_gradients(torch::nn::Module& module, torch::optim::Optimizer& optimizer,
+                                      c10::optional<double> clip_val,
+                                      c10::optional<double> max_norm, double norm_type,
+                                      bool error_if_nonfinite);
 
   std::unique_ptr<detail::FabricState> state_;
 };

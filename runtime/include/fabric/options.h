@@ -3,9 +3,13 @@
 // std::invalid_argument with the valid values and the nearest match.
 #pragma once
 
+#include <fabric/loggers.h>
+
 #include <chrono>
 #include <initializer_list>
+#include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace fabric {
@@ -51,10 +55,36 @@ class Options {
   Options& num_nodes(int count);
   // "ddp" | "auto" | "single_device" (alias "single-device")
   Options& strategy(std::string value);
-  // "32-true" (alias "32")
+  // "32-true" (alias "32"), "64-true" ("64"), "16-mixed" ("16"),
+  // "bf16-mixed" ("bf16"), "16-true", "bf16-true"
   Options& precision(std::string value);
+  // The loss scaler of "16-mixed" (PyTorch's GradScaler defaults).
+  struct GradScalerOptions {
+    double init_scale = 65536.0;
+    double growth_factor = 2.0;
+    double backoff_factor = 0.5;
+    int growth_interval = 2000;  // steps without inf/NaN before the scale grows
+  };
+  Options& grad_scaler(GradScalerOptions value) {
+    grad_scaler_ = value;
+    return *this;
+  }
+  const GradScalerOptions& grad_scaler() const noexcept { return grad_scaler_; }
   // Rendezvous and collective timeout; default 30 minutes.
   Options& timeout(std::chrono::milliseconds value);
+
+  // Where log()/log_dict() write (rank 0 only), e.g.
+  //   .loggers({std::make_shared<fabric::CSVLogger>("logs")})  or
+  //   .logger(fabric::TensorBoardLogger("logs"))  (adds one).
+  Options& loggers(std::vector<std::shared_ptr<Logger>> value) {
+    loggers_ = std::move(value);
+    return *this;
+  }
+  template <class L, class = std::enable_if_t<std::is_base_of<Logger, std::decay_t<L>>::value>>
+  Options& logger(L&& value) {
+    loggers_.push_back(std::make_shared<std::decay_t<L>>(std::forward<L>(value)));
+    return *this;
+  }
 
   // Applies Lightning's CLI variables when they are set: LT_ACCELERATOR,
   // LT_DEVICES, LT_STRATEGY, LT_PRECISION, LT_NUM_NODES. They override what
@@ -62,13 +92,15 @@ class Options {
   Options& override_from_environment();
 
   // Canonical values: accelerator "cpu"/"cuda"/"auto"; strategy
-  // "auto"/"ddp"/"single_device"; precision "32-true".
+  // "auto"/"ddp"/"single_device"; precision "32-true", "64-true",
+  // "16-mixed", "bf16-mixed", "16-true", "bf16-true".
   const std::string& accelerator() const noexcept { return accelerator_; }
   const DeviceSelection& devices() const noexcept { return devices_; }
   int num_nodes() const noexcept { return num_nodes_; }
   const std::string& strategy() const noexcept { return strategy_; }
   const std::string& precision() const noexcept { return precision_; }
   std::chrono::milliseconds timeout() const noexcept { return timeout_; }
+  const std::vector<std::shared_ptr<Logger>>& loggers() const noexcept { return loggers_; }
 
  private:
   std::string accelerator_ = "auto";
@@ -77,6 +109,8 @@ class Options {
   std::string strategy_ = "auto";
   std::string precision_ = "32-true";
   std::chrono::milliseconds timeout_ = std::chrono::minutes(30);
+  std::vector<std::shared_ptr<Logger>> loggers_;
+  GradScalerOptions grad_scaler_;
 };
 
 } // namespace fabric
