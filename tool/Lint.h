@@ -42,6 +42,16 @@ bool isSuppressed(const std::string& text, unsigned line, const std::string& rul
 // "fabric-*"), or "*".
 bool matchesPattern(const std::string& ruleId, const std::string& pattern);
 
+// --select/--ignore, or the keys of a .fabricize.json: patterns as above.
+struct RuleSelection {
+  std::vector<std::string> select, ignore;  // empty select: every rule
+  bool admits(const std::string& ruleId) const;
+};
+
+// The nearest .fabricize.json in the file's directory or above (none: every
+// rule). False, with `error`, when it exists but cannot be used.
+bool selectionFor(const std::string& file, RuleSelection& out, std::string& error);
+
 // Whether any identifier in `text` is one the catalogue's matchers name:
 // a file with none cannot match and need not be parsed.
 bool mayMatchAnyRule(const std::string& text);

@@ -52,9 +52,10 @@ class CopyDatabase : public clang::tooling::CompilationDatabase {
         if (arg == command.Filename || absolutePath(std::string(resolved)) == original_) arg = copy_;
       }
       command.Filename = copy_;
-      // Before the file name: quoted includes still find the original's neighbours.
-      auto file = std::find(command.CommandLine.begin(), command.CommandLine.end(), copy_);
-      command.CommandLine.insert(file, {"-iquote", llvm::sys::path::parent_path(original_).str()});
+      // Quoted includes still find the original's neighbours. Right after the
+      // compiler, so that it lands before any `--`.
+      command.CommandLine.insert(std::min(command.CommandLine.begin() + 1, command.CommandLine.end()),
+                                 {"-iquote", llvm::sys::path::parent_path(original_).str()});
     }
     return commands;
   }
@@ -101,7 +102,18 @@ unsigned offsetOf(const std::string& text, unsigned line, unsigned column) {
   return std::min<size_t>(at + column - 1, text.size());
 }
 
-json lspEdits(const std::string& text, const std::vector<TextEdit>& edits) {
+// Insertions at one offset become one edit: clients differ in how they
+// order several inserts at a position.
+json lspEdits(const std::string& text, const std::vector<TextEdit>& sortedEdits) {
+  std::vector<TextEdit> edits;
+  for (const TextEdit& e : sortedEdits) {
+    if (!edits.empty() && edits.back().length == 0 && edits.back().offset == e.offset) {
+      edits.back().replacement += e.replacement;
+      edits.back().length = e.length;
+    } else {
+      edits.push_back(e);
+    }
+  }
   json out = json::array();
   for (const TextEdit& e : edits)
     out.push_back({{"range", {{"start", positionAt(text, e.offset)}, {"end", positionAt(text, e.offset + e.length)}}},
@@ -114,6 +126,8 @@ struct Document {
   std::vector<LintFinding> findings;  // offsets into `text`
   std::vector<TextEdit> migrateEdits;  // the whole-file migration, merged
   bool parsed = true;
+  RuleSelection selection;  // from .fabricize.json
+  std::string configError;
 };
 
 class Server {
@@ -273,6 +287,12 @@ class Server {
                              {"code", "parse-error"},
                              {"message", "fabricize: this file does not compile with its compile command, so it "
                                          "was not checked for Fabric migrations (see the server log)"}});
+    if (!doc.configError.empty())
+      diagnostics.push_back({{"range", {{"start", {{"line", 0}, {"character", 0}}}, {"end", {{"line", 0}, {"character", 0}}}}},
+                             {"severity", 1},
+                             {"source", "fabricize"},
+                             {"code", "config-error"},
+                             {"message", "fabricize: " + doc.configError + " (ignored: every rule applies)"}});
     for (const LintFinding& f : doc.findings) diagnostics.push_back(diagnosticOf(doc, f));
     send({{"jsonrpc", "2.0"},
           {"method", "textDocument/publishDiagnostics"},
@@ -295,7 +315,10 @@ class Server {
     doc.findings.clear();
     doc.migrateEdits.clear();
     doc.parsed = true;
+    doc.configError.clear();
     if (doc.path.empty() || !mayMatchAnyRule(doc.text)) return;
+    // The lint's .fabricize.json applies in the editor too; a broken one is shown.
+    if (!selectionFor(doc.path, doc.selection, doc.configError)) doc.selection = RuleSelection{};
 
     llvm::SmallString<128> dir;
     if (llvm::sys::fs::createUniqueDirectory("fabricize-lsp", dir)) {
@@ -314,7 +337,7 @@ class Server {
         doc.parsed = false;
       } else {
         for (LintFinding& f : findingsOf(result))
-          if (f.file == copy && !isSuppressed(doc.text, f.line, f.ruleId)) {
+          if (f.file == copy && doc.selection.admits(f.ruleId) && !isSuppressed(doc.text, f.line, f.ruleId)) {
             f.file = doc.path;
             doc.findings.push_back(std::move(f));
           }

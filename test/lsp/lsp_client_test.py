@@ -1,0 +1,322 @@
+#!/usr/bin/env python3
+"""Drives `fabricize lsp` as an editor would, over stdio, and checks:
+
+- initialize advertises full text sync and code actions;
+- didOpen analyses the in-memory text (the file on disk differs), with the
+  compile command found in compile_commands.json above the file, and quoted
+  includes resolved next to the original file;
+- diagnostics carry the rule id as code, source "fabricize", UTF-16 columns;
+- the quick fix's edits are exactly the rule's edits (as `fabricize lint
+  --format json` reports them), and the "Migrate this file to Fabric"
+  action's edits, applied, give what `fabricize --stdout` gives;
+- didChange and didSave re-analyse; a text that does not parse gets an
+  error diagnostic; .fabricize.json selects rules as in lint; didClose
+  clears diagnostics;
+- malformed JSON, an unknown method and bad params get JSON-RPC errors and
+  the server keeps serving; shutdown then exit ends it with status 0.
+
+usage: lsp_client_test.py --fabricize BIN --stubs test/stubs
+"""
+import argparse
+import json
+import os
+import queue
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+TIMEOUT_S = 120
+
+PROGRAM = """#include <torch/torch.h>
+#include "helper.h"
+int main() {
+  torch::Tensor x = make_input();
+  /* ü€😀 */ auto y = x.cuda();
+  auto loss = y.sum();
+  loss.backward();
+}
+"""
+
+HELPER = """#pragma once
+#include <torch/torch.h>
+inline torch::Tensor make_input() { return torch::randn({2}); }
+"""
+
+
+class Failure(Exception):
+    pass
+
+
+def check(condition, message):
+    if not condition:
+        raise Failure(message)
+
+
+class Client:
+    def __init__(self, command):
+        self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                        stderr=subprocess.PIPE)
+        self.messages = queue.Queue()
+        self.stderr = []
+        self.next_id = 1
+        threading.Thread(target=self._read, daemon=True).start()
+        threading.Thread(target=self._drain_stderr, daemon=True).start()
+
+    def _read(self):
+        stream = self.process.stdout
+        while True:
+            length = None
+            while True:
+                line = stream.readline()
+                if not line:
+                    self.messages.put(None)
+                    return
+                line = line.strip()
+                if not line:
+                    break
+                name, _, value = line.decode().partition(":")
+                if name.lower() == "content-length":
+                    length = int(value)
+            if length is None:
+                self.messages.put({"framing error": True})
+                return
+            self.messages.put(json.loads(stream.read(length)))
+
+    def _drain_stderr(self):
+        for line in self.process.stderr:
+            self.stderr.append(line.decode(errors="replace"))
+
+    def send_raw(self, body):
+        self.process.stdin.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        self.process.stdin.flush()
+
+    def notify(self, method, params):
+        self.send_raw(json.dumps({"jsonrpc": "2.0", "method": method, "params": params}).encode())
+
+    def request(self, method, params):
+        request_id = self.next_id
+        self.next_id += 1
+        self.send_raw(json.dumps({"jsonrpc": "2.0", "id": request_id, "method": method,
+                                  "params": params}).encode())
+        return self.wait(lambda m: m.get("id") == request_id and "method" not in m, method)
+
+    def wait(self, predicate, what):
+        deadline = time.monotonic() + TIMEOUT_S
+        while True:
+            remaining = deadline - time.monotonic()
+            check(remaining > 0, f"no answer to {what} within {TIMEOUT_S} s")
+            try:
+                message = self.messages.get(timeout=remaining)
+            except queue.Empty:
+                continue
+            check(message is not None, f"the server closed its output while waiting for {what}; "
+                                       f"stderr:\n{''.join(self.stderr)}")
+            check("framing error" not in message, "a message without Content-Length")
+            if predicate(message):
+                return message
+
+    def diagnostics(self, uri):
+        message = self.wait(lambda m: m.get("method") == "textDocument/publishDiagnostics"
+                            and m["params"]["uri"] == uri, "publishDiagnostics")
+        return message["params"]["diagnostics"]
+
+
+def offset_of(text, position):
+    """The str index of an LSP position (line, UTF-16 character)."""
+    lines = text.split("\n")
+    before = sum(len(l) + 1 for l in lines[:position["line"]])
+    line = lines[position["line"]]
+    units = 0
+    for index, char in enumerate(line):
+        if units >= position["character"]:
+            return before + index
+        units += 2 if ord(char) > 0xFFFF else 1
+    return before + len(line)
+
+
+def apply_edits(text, edits):
+    # Inserts at one position appear in array order (LSP 3.17 TextEdit).
+    spans = sorted(((offset_of(text, e["range"]["start"]), index, offset_of(text, e["range"]["end"]), e["newText"])
+                    for index, e in enumerate(edits)), reverse=True)
+    for i in range(1, len(spans)):
+        check(spans[i][2] <= spans[i - 1][0], f"overlapping edits: {spans}")
+    for start, _, end, new in spans:
+        text = text[:start] + new + text[end:]
+    return text
+
+
+def utf16_length(s):
+    return sum(2 if ord(c) > 0xFFFF else 1 for c in s)
+
+
+def run(fabricize, stubs):
+    with tempfile.TemporaryDirectory() as work:
+        source = os.path.join(work, "train.cpp")
+        uri = "file://" + source
+        # On disk: a program the rules find nothing in; the editor's text differs.
+        with open(source, "w") as f:
+            f.write("int answer() { return 42; }\n")
+        with open(os.path.join(work, "helper.h"), "w") as f:
+            f.write(HELPER)
+        flags = ["-std=c++17", "-isystem", stubs]
+        with open(os.path.join(work, "compile_commands.json"), "w") as f:
+            json.dump([{"directory": work, "file": "train.cpp",
+                        "arguments": ["clang++"] + flags + ["-c", "train.cpp"]}], f)
+
+        # What the batch tools say about the same text.
+        copy = os.path.join(work, "expected_input.cpp")
+        with open(copy, "w") as f:
+            f.write(PROGRAM)
+        expected_migration = subprocess.run(
+            [fabricize, "--stdout", "--quiet", copy, "--"] + flags, capture_output=True, text=True)
+        check(expected_migration.returncode == 0, f"fabricize --stdout failed: {expected_migration.stderr}")
+        lint = subprocess.run([fabricize, "lint", "--format", "json", copy, "--"] + flags,
+                              capture_output=True, text=True)
+        check(lint.returncode == 1, f"fabricize lint: exit {lint.returncode}: {lint.stderr}")
+        lint_findings = json.loads(lint.stdout)["findings"]
+
+        client = Client([fabricize, "lsp"])
+        try:
+            # Before initialize: refused with ServerNotInitialized.
+            early = client.request("textDocument/codeAction", {})
+            check(early.get("error", {}).get("code") == -32002, f"request before initialize: {early}")
+
+            init = client.request("initialize", {"processId": os.getpid(), "rootUri": "file://" + work,
+                                                 "capabilities": {}})
+            capabilities = init["result"]["capabilities"]
+            sync = capabilities["textDocumentSync"]
+            check(sync == 1 or (isinstance(sync, dict) and sync.get("change") == 1 and sync.get("openClose")),
+                  f"textDocumentSync is not full: {sync}")
+            check(capabilities.get("codeActionProvider"), "no codeActionProvider")
+            client.notify("initialized", {})
+
+            client.notify("textDocument/didOpen", {"textDocument": {
+                "uri": uri, "languageId": "cpp", "version": 1, "text": PROGRAM}})
+            diagnostics = client.diagnostics(uri)
+            codes = sorted(d["code"] for d in diagnostics)
+            check(codes == ["fabric-backward", "fabric-device-move", "fabric-insert", "fabric-launch"],
+                  f"diagnostic codes {codes}; stderr:\n{''.join(client.stderr)}")
+            check(all(d["source"] == "fabricize" and d["message"] for d in diagnostics),
+                  f"source/message: {diagnostics}")
+            by_code = {d["code"]: d for d in diagnostics}
+            lines = PROGRAM.split("\n")
+            move = by_code["fabric-device-move"]["range"]["start"]
+            check(move["line"] == 4 and move["character"] == utf16_length(lines[4][:lines[4].index("x.cuda")]),
+                  f"device-move position {move} is not in UTF-16 code units")
+            backward = by_code["fabric-backward"]["range"]
+            check(backward["start"] == {"line": 6, "character": 2}, f"backward range {backward}")
+
+            # Quick fix on the backward line: exactly the rule's edit.
+            whole = {"start": {"line": 0, "character": 0}, "end": {"line": len(lines), "character": 0}}
+            actions = client.request("textDocument/codeAction", {
+                "textDocument": {"uri": uri}, "range": backward,
+                "context": {"diagnostics": [by_code["fabric-backward"]]}})["result"]
+            fixes = [a for a in actions if a["kind"] == "quickfix"]
+            check(len(fixes) == 1 and fixes[0]["diagnostics"][0]["code"] == "fabric-backward",
+                  f"quick fixes on the backward line: {actions}")
+            edits = fixes[0]["edit"]["changes"][uri]
+            lint_fix = [f for f in lint_findings if f["ruleId"] == "fabric-backward"][0]["fixes"]
+            def byte_offset(position):  # lint reports byte offsets
+                return len(PROGRAM[:offset_of(PROGRAM, position)].encode())
+            as_offsets = [(byte_offset(e["range"]["start"]),
+                           byte_offset(e["range"]["end"]) - byte_offset(e["range"]["start"]),
+                           e["newText"]) for e in edits]
+            check(as_offsets == [(f["offset"], f["length"], f["replacement"]) for f in lint_fix],
+                  f"quick fix {as_offsets} differs from the rule's edits {lint_fix}")
+            check(apply_edits(PROGRAM, edits).split("\n")[6] == "  fabric.backward(loss);",
+                  "the quick fix does not rewrite the backward call")
+
+            # The source action migrates the whole file, as `fabricize --stdout` does.
+            actions = client.request("textDocument/codeAction", {
+                "textDocument": {"uri": uri}, "range": whole, "context": {"diagnostics": diagnostics}})["result"]
+            migrate = [a for a in actions if a["title"] == "Migrate this file to Fabric"]
+            check(len(migrate) == 1 and migrate[0]["kind"].startswith("source"), f"source actions: {actions}")
+            migrated = apply_edits(PROGRAM, migrate[0]["edit"]["changes"][uri])
+            check(migrated == expected_migration.stdout,
+                  f"migrate action gives\n{migrated}\nfabricize --stdout gives\n{expected_migration.stdout}")
+            only = client.request("textDocument/codeAction", {
+                "textDocument": {"uri": uri}, "range": whole,
+                "context": {"diagnostics": [], "only": ["source"]}})["result"]
+            check([a["title"] for a in only] == ["Migrate this file to Fabric"], f"only=source: {only}")
+
+            # The migrated text has nothing left to report.
+            client.notify("textDocument/didChange", {"textDocument": {"uri": uri, "version": 2},
+                                                     "contentChanges": [{"text": migrated}]})
+            check(client.diagnostics(uri) == [], "the migrated text still has diagnostics")
+
+            # A text that does not parse says so.
+            broken = PROGRAM.replace("make_input()", "undeclared_thing()")
+            client.notify("textDocument/didChange", {"textDocument": {"uri": uri, "version": 3},
+                                                     "contentChanges": [{"text": broken}]})
+            diagnostics = client.diagnostics(uri)
+            check(len(diagnostics) == 1 and diagnostics[0]["severity"] == 1
+                  and diagnostics[0]["code"] == "parse-error", f"broken text: {diagnostics}")
+
+            client.notify("textDocument/didSave", {"textDocument": {"uri": uri}, "text": PROGRAM})
+            check(len(client.diagnostics(uri)) == 4, "didSave with text did not re-analyse")
+
+            # The lint's .fabricize.json applies; a broken one is shown, not obeyed.
+            config = os.path.join(work, ".fabricize.json")
+            with open(config, "w") as f:
+                json.dump({"ignore": ["fabric-insert", "fabric-launch"]}, f)
+            client.notify("textDocument/didSave", {"textDocument": {"uri": uri}})
+            codes = sorted(d["code"] for d in client.diagnostics(uri))
+            check(codes == ["fabric-backward", "fabric-device-move"], f"with the config: {codes}")
+            with open(config, "w") as f:
+                json.dump({"selekt": []}, f)
+            client.notify("textDocument/didSave", {"textDocument": {"uri": uri}})
+            codes = sorted(d["code"] for d in client.diagnostics(uri))
+            check(codes == ["config-error", "fabric-backward", "fabric-device-move", "fabric-insert",
+                            "fabric-launch"], f"with a broken config: {codes}")
+            os.remove(config)
+
+            # Garbage and unknowns: errors, and the server keeps going.
+            client.send_raw(b"{this is not json")
+            error = client.wait(lambda m: "error" in m and m.get("id") is None, "a parse error")
+            check(error["error"]["code"] == -32700, f"malformed JSON: {error}")
+            unknown = client.request("workspace/noSuchMethod", {})
+            check(unknown.get("error", {}).get("code") == -32601, f"unknown method: {unknown}")
+            bad = client.request("textDocument/codeAction", {"range": whole})
+            check(bad.get("error", {}).get("code") == -32602, f"missing params: {bad}")
+            client.send_raw(b"[1, 2, 3]")
+            invalid = client.wait(lambda m: "error" in m and m.get("id") is None, "an invalid request")
+            check(invalid["error"]["code"] == -32600, f"not a request: {invalid}")
+            client.notify("$/cancelRequest", {"id": 99})  # ignored, as the protocol allows
+
+            client.notify("textDocument/didClose", {"textDocument": {"uri": uri}})
+            check(client.diagnostics(uri) == [], "didClose did not clear the diagnostics")
+
+            shutdown = client.request("shutdown", None)
+            check("result" in shutdown and shutdown["result"] is None, f"shutdown: {shutdown}")
+            client.notify("exit", None)
+            code = client.process.wait(timeout=30)
+            check(code == 0, f"exit code {code} after shutdown/exit")
+        finally:
+            if client.process.poll() is None:
+                client.process.kill()
+                client.process.wait()
+        with open(source) as f:
+            check(f.read() == "int answer() { return 42; }\n", "the server wrote to the file on disk")
+        check(sorted(os.listdir(work)) == ["compile_commands.json", "expected_input.cpp", "helper.h",
+                                           "train.cpp"], f"files left next to the source: {os.listdir(work)}")
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--fabricize", required=True)
+    parser.add_argument("--stubs", required=True)
+    args = parser.parse_args()
+    start = time.monotonic()
+    try:
+        run(os.path.abspath(args.fabricize), os.path.abspath(args.stubs))
+    except Failure as failure:
+        print(f"FAIL: {failure}", file=sys.stderr)
+        return 1
+    print(f"lsp client test passed in {time.monotonic() - start:.1f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
