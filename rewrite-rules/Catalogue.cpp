@@ -11,7 +11,8 @@ std::vector<Rule> buildCatalogue(const FabricOptions& options) {
       makeCudaGuardRule(options),      makeDeviceMoveRule(options),
       makeDeviceVariableRule(options), makeBackwardRule(options),
       makeRankZeroPrintRule(options),  makeCheckpointRule(options),
-      makeDataParallelRule(options),   makeHardcodedDeviceRule(options),
+      makeDataParallelRule(options),   makeThreadFabricRule(options),
+      makeHardcodedDeviceRule(options),
       makeCudaRuntimeRule(options),    makeManualAllReduceRule(options),
   };
 }

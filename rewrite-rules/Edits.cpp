@@ -120,6 +120,15 @@ std::vector<const FunctionDecl*> enclosingFunctions(const DynTypedNode& node, AS
   return functions;
 }
 
+bool isOptimizer(const CXXRecordDecl& record) {
+  if (!record.hasDefinition()) return false;
+  if (record.getQualifiedNameAsString() == "torch::optim::Optimizer") return true;
+  for (const CXXBaseSpecifier& base : record.getDefinition()->bases())
+    if (const auto* parent = base.getType()->getAsCXXRecordDecl())
+      if (isOptimizer(*parent)) return true;
+  return false;
+}
+
 }  // namespace
 
 std::string fabricNameAt(const ast_matchers::MatchFinder::MatchResult& result) {
@@ -137,10 +146,23 @@ std::string fabricNameAt(const ast_matchers::MatchFinder::MatchResult& result) {
         const auto* var = nodes.getNodeAs<VarDecl>("var");
         if (isFabricType(var->getType())) return var->getName().str();
       }
-    if (const auto* method = llvm::dyn_cast<CXXMethodDecl>(function))
-      for (const FieldDecl* field : method->getParent()->fields())
+    if (const auto* method = llvm::dyn_cast<CXXMethodDecl>(function)) {
+      bool holdsOptimizer = false;
+      for (const FieldDecl* field : method->getParent()->fields()) {
         if (isFabricType(field->getType())) return field->getName().str();
+        if (const auto* record = field->getType().getNonReferenceType()->getAsCXXRecordDecl())
+          holdsOptimizer = holdsOptimizer || isOptimizer(*record);
+      }
+      // The member fabric-thread-fabric is adding in the same run.
+      if (holdsOptimizer) return threadedMemberName(*method->getParent());
+    }
   }
+  return "fabric";
+}
+
+std::string threadedMemberName(const CXXRecordDecl& record) {
+  for (const FieldDecl* field : record.fields())
+    if (field->getName().ends_with("_")) return "fabric_";
   return "fabric";
 }
 

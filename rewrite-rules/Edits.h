@@ -26,6 +26,10 @@ clang::transformer::Stencil topStatement(std::string id, std::string statement);
 // local fabric::Fabric, a parameter, a data member of the enclosing class,
 // else `fabric` (the one fabric-insert puts at the top of main).
 std::string fabricNameAt(const clang::ast_matchers::MatchFinder::MatchResult& result);
+// The member fabric-thread-fabric adds to a class: `fabric_` when the
+// class's fields end in '_', else `fabric`.
+std::string threadedMemberName(const clang::CXXRecordDecl& record);
+
 // `<fabric name>.<member>`, e.g. fabricMember("backward(") -> "trainer_fabric.backward(".
 clang::transformer::Stencil fabricMember(std::string member);
 

@@ -114,14 +114,24 @@ inline DeclarationMatcher mainNeedingFabric() {
                       mainFileDeclaresNoFabric());
 }
 
+// A class that trains (it holds an optimizer) but has no Fabric yet: the
+// Fabric is threaded into it (fabric-thread-fabric) as a reference member.
+inline DeclarationMatcher classNeedingFabric() {
+  return cxxRecordDecl(isDefinition(), unless(isImplicit()),
+                       has(fieldDecl(hasType(valueOrReference(optimizerType())))),
+                       unless(has(fieldDecl(hasType(valueOrReference(fabricType()))))));
+}
+
 // --- Where a Fabric is available ------------------------------------------
 // main when fabric-insert puts one there, a function that already declares
-// or receives a fabric::Fabric, or a method of a class that holds one.
+// or receives a fabric::Fabric, or a method of a class that holds one or is
+// about to (fabric-thread-fabric).
 inline DeclarationMatcher fabricScopeFunction() {
   return functionDecl(anyOf(mainNeedingFabric(),
                             hasAnyParameter(hasType(valueOrReference(fabricType()))),
                             hasDescendant(varDecl(hasType(fabricType()))),
-                            cxxMethodDecl(ofClass(has(fieldDecl(hasType(valueOrReference(fabricType()))))))));
+                            cxxMethodDecl(ofClass(has(fieldDecl(hasType(valueOrReference(fabricType())))))),
+                            cxxMethodDecl(ofClass(classNeedingFabric()))));
 }
 inline auto inFabricScope() { return hasAncestor(fabricScopeFunction()); }
 

@@ -17,6 +17,7 @@ Rule makeRankZeroPrintRule(const FabricOptions&);
 Rule makeCheckpointRule(const FabricOptions&);
 Rule makeHardcodedDeviceRule(const FabricOptions&);
 Rule makeDataParallelRule(const FabricOptions&);
+Rule makeThreadFabricRule(const FabricOptions&);
 Rule makeCudaRuntimeRule(const FabricOptions&);
 Rule makeManualAllReduceRule(const FabricOptions&);
 

@@ -1,0 +1,122 @@
+// Single-device LibTorch training program: the transformer LM of
+// ../shared/corpus/transformer_lm/train.cpp, scaled up so that a GPU is busy,
+// with its sizes on the command line and a timed loop of a fixed number of
+// steps. This is the program *before* fabricize; lm_fabric.cpp beside it is
+// the same program migrated, and lightning_lm.py the same model under
+// Python's Lightning Fabric.
+//
+//   transformer_lm_gpu [vocab dim heads layers seq batch steps warmup]
+//
+// Prints one line "RESULT program=single ..." that bench/gpu/run.sh reads.
+#include <torch/torch.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <iostream>
+#include <vector>
+
+#ifdef FABRIC_BENCH_CUDA
+#include <c10/cuda/CUDACachingAllocator.h>
+#endif
+
+// Next-token prediction over a deterministic pseudo-text.
+class TokenStream : public torch::data::datasets::Dataset<TokenStream> {
+ public:
+  TokenStream(int64_t vocab, int64_t seq_len, int64_t samples)
+      : vocab_(vocab), seq_len_(seq_len), samples_(samples) {}
+
+  torch::data::Example<> get(size_t index) override {
+    auto pos = torch::arange(static_cast<int64_t>(index),
+                             static_cast<int64_t>(index) + seq_len_ + 1);
+    auto tokens = (pos * 7 + pos.div(3, "floor")) % vocab_;
+    return {tokens.slice(0, 0, seq_len_), tokens.slice(0, 1, seq_len_ + 1)};
+  }
+  torch::optional<size_t> size() const override { return samples_; }
+
+ private:
+  int64_t vocab_, seq_len_, samples_;
+};
+
+struct TransformerLMImpl : torch::nn::Module {
+  TransformerLMImpl(int64_t vocab, int64_t dim, int64_t heads, int64_t layers)
+      : embed(register_module("embed", torch::nn::Embedding(vocab, dim))),
+        encoder(register_module(
+            "encoder",
+            torch::nn::TransformerEncoder(
+                torch::nn::TransformerEncoderOptions(
+                    torch::nn::TransformerEncoderLayerOptions(dim, heads)
+                        .dim_feedforward(4 * dim)
+                        .dropout(0.0),
+                    layers)))),
+        head(register_module("head", torch::nn::Linear(dim, vocab))) {}
+
+  // tokens: [batch, seq] -> log-probabilities [batch * seq, vocab]
+  torch::Tensor forward(const torch::Tensor& tokens) {
+    auto x = embed(tokens).transpose(0, 1);  // [seq, batch, dim]
+    x = encoder(x).transpose(0, 1);
+    return torch::log_softmax(head(x), -1).flatten(0, 1);
+  }
+
+  torch::nn::Embedding embed;
+  torch::nn::TransformerEncoder encoder;
+  torch::nn::Linear head;
+};
+TORCH_MODULE(TransformerLM);
+
+int main(int argc, char** argv) {
+  std::vector<int64_t> a{8192, 1024, 16, 8, 256, 32, 60, 10};  // defaults: GPU-sized
+  for (int i = 1; i < argc && i <= static_cast<int>(a.size()); ++i) a[i - 1] = std::atoll(argv[i]);
+  const int64_t vocab = a[0], dim = a[1], heads = a[2], layers = a[3], seq = a[4], batch = a[5];
+  const int64_t steps = a[6], warmup = a[7];
+
+  torch::manual_seed(0);
+  torch::Device device(torch::cuda::is_available() ? torch::kCUDA : torch::kCPU);
+
+  auto dataset = TokenStream(vocab, seq, /*samples=*/batch * (steps + warmup))
+                     .map(torch::data::transforms::Stack<>());
+  auto dataloader = torch::data::make_data_loader<torch::data::samplers::SequentialSampler>(
+      std::move(dataset), torch::data::DataLoaderOptions().batch_size(batch));
+
+  TransformerLM model(vocab, dim, heads, layers);
+  model->to(device);
+  torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(0.01));
+
+  model->train();
+  int64_t step = 0;
+  double last_loss = 0;
+  auto start = std::chrono::steady_clock::now();
+  while (step < steps + warmup) {
+    for (auto& batch_data : *dataloader) {
+      if (step == warmup) {
+        if (device.is_cuda()) torch::cuda::synchronize();
+        start = std::chrono::steady_clock::now();
+      }
+      auto input = batch_data.data.to(device);
+      auto target = batch_data.target.to(device);
+      optimizer.zero_grad();
+      auto output = model->forward(input);
+      auto loss = torch::nll_loss(output, target.view(-1));
+      loss.backward();
+      optimizer.step();
+      if (++step == steps + warmup) {
+        last_loss = loss.item<double>();  // waits for the GPU
+        break;
+      }
+    }
+  }
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  double peak_mib = 0;
+#ifdef FABRIC_BENCH_CUDA
+  if (device.is_cuda()) {
+    const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device.index());
+    peak_mib = static_cast<double>(stats.allocated_bytes[0].peak) / (1024.0 * 1024.0);
+  }
+#endif
+  std::cout << "RESULT program=single precision=32-true device=" << device
+            << " steps=" << steps << " seconds=" << seconds
+            << " steps_per_s=" << static_cast<double>(steps) / seconds
+            << " peak_mem_mib=" << peak_mib << " final_loss=" << last_loss << std::endl;
+  return 0;
+}
