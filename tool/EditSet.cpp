@@ -151,4 +151,27 @@ bool includeInsertion(const std::string& text, const std::string& header, TextEd
   return true;
 }
 
+std::string renderFixed(const std::string& original, const std::vector<TextEdit>& edits, bool wantsInclude,
+                        std::vector<EditConflict>* conflicts, std::vector<TextEdit>* applied) {
+  // Migrate, lint --fix and the LSP all render through here.
+  MergedEdits merged = mergeEdits(original, edits);
+  if (!merged.edits.empty() || wantsInclude) {
+    TextEdit include;
+    if (includeInsertion(original, "fabric/fabric.h", include)) {
+      include.ruleId = "fabric-insert";
+      include.explanation = "include the Fabric runtime";
+      lineAndColumn(original, include.offset, include.line, include.column);
+      std::vector<TextEdit> all = merged.edits;
+      all.push_back(include);
+      auto earlier = merged.conflicts;
+      merged = mergeEdits(original, all);
+      merged.conflicts.insert(merged.conflicts.end(), earlier.begin(), earlier.end());
+    }
+  }
+  if (conflicts) *conflicts = merged.conflicts;
+  matchLineEndings(original, merged.edits);
+  if (applied) *applied = merged.edits;
+  return applyEdits(original, merged.edits);
+}
+
 }  // namespace fabricize

@@ -365,28 +365,6 @@ EngineOptions engineOptionsFor(const std::string& projectRoot, const char* argv0
   return options;
 }
 
-std::string renderFixed(const std::string& original, const std::vector<TextEdit>& edits, bool wantsInclude,
-                        std::vector<EditConflict>* conflicts, std::vector<TextEdit>* applied) {
-  // The same steps, in the same order, as migrate's rendering in main.cpp.
-  MergedEdits merged = mergeEdits(original, edits);
-  if (!merged.edits.empty() || wantsInclude) {
-    TextEdit include;
-    if (includeInsertion(original, "fabric/fabric.h", include)) {
-      include.ruleId = "fabric-insert";
-      include.explanation = "include the Fabric runtime";
-      lineAndColumn(original, include.offset, include.line, include.column);
-      std::vector<TextEdit> all = merged.edits;
-      all.push_back(include);
-      auto earlier = merged.conflicts;
-      merged = mergeEdits(original, all);
-      merged.conflicts.insert(merged.conflicts.end(), earlier.begin(), earlier.end());
-    }
-  }
-  if (conflicts) *conflicts = merged.conflicts;
-  matchLineEndings(original, merged.edits);
-  if (applied) *applied = merged.edits;
-  return applyEdits(original, merged.edits);
-}
 
 unsigned utf16Column(const std::string& text, unsigned line, unsigned column) {
   std::string lineBytes = lineText(text, line);

@@ -64,13 +64,6 @@ std::unique_ptr<clang::tooling::CompilationDatabase> databaseFor(const std::stri
 // runtime's headers (a migrated program includes <fabric/fabric.h>).
 EngineOptions engineOptionsFor(const std::string& projectRoot, const char* argv0, bool usePch = true);
 
-// The migrate result for `original` from the given edits, the way
-// `fabricize --stdout` renders it: merged, with the Fabric include added
-// when anything changes, line endings matched. Conflicts and the merged
-// edits that were applied are returned on request.
-std::string renderFixed(const std::string& original, const std::vector<TextEdit>& edits, bool wantsInclude,
-                        std::vector<EditConflict>* conflicts = nullptr,
-                        std::vector<TextEdit>* applied = nullptr);
 
 std::string absolutePath(const std::string& path);
 

@@ -70,26 +70,6 @@ cl::opt<bool> verbose("verbose", cl::desc("Say what is being done"), cl::cat(cat
 
 constexpr int kMigrated = 0, kFindings = 1, kError = 2;
 
-// A compile_commands.json found above the sources is used for the files it
-// lists; a file it does not list (its command would only be guessed from a
-// neighbour's) is parsed as a LibTorch program instead.
-class DetectedOrDefaultDatabase : public clang::tooling::CompilationDatabase {
- public:
-  DetectedOrDefaultDatabase(std::unique_ptr<clang::tooling::CompilationDatabase> detected,
-                            std::unique_ptr<clang::tooling::CompilationDatabase> defaults)
-      : detected_(std::move(detected)), defaults_(std::move(defaults)) {}
-
-  std::vector<clang::tooling::CompileCommand> getCompileCommands(llvm::StringRef file) const override {
-    if (detected_) {
-      auto commands = detected_->getCompileCommands(file);
-      if (!commands.empty() && commands.front().Heuristic.empty()) return commands;
-    }
-    return defaults_->getCompileCommands(file);
-  }
-
- private:
-  std::unique_ptr<clang::tooling::CompilationDatabase> detected_, defaults_;
-};
 
 int fail(const std::string& message) {
   llvm::errs() << "fabricize: error: " << message << "\n";
@@ -131,17 +111,6 @@ std::string relativeTo(const std::string& path, const std::string& root) {
   return path.substr(root.size() + 1);
 }
 
-// The runtime's headers, so that migrated code parses: next to an installed
-// fabricize (<prefix>/include), else in the source tree it was built from.
-std::string runtimeIncludeDir(const char* argv0) {
-  std::string exe = llvm::sys::fs::getMainExecutable(argv0, reinterpret_cast<void*>(&runtimeIncludeDir));
-  llvm::SmallString<256> installed(llvm::sys::path::parent_path(llvm::sys::path::parent_path(exe)));
-  llvm::sys::path::append(installed, "include");
-  llvm::SmallString<256> header(installed);
-  llvm::sys::path::append(header, "fabric", "fabric.h");
-  if (llvm::sys::fs::exists(header)) return std::string(installed);
-  return FABRIC_RUNTIME_INCLUDE_DIR;
-}
 
 // `  // fabricize(<id>): <message>` at the end of the finding's line, unless
 // the line carries one for that rule already (migrating twice adds nothing).
@@ -259,22 +228,12 @@ int main(int argc, const char** argv) {
     database = clang::tooling::CompilationDatabase::loadFromDirectory(buildPath, error);
     if (!database) return fail("cannot read compile_commands.json in " + buildPath + ": " + error);
   } else {
-    std::vector<std::string> defaults = {FABRIC_DEFAULT_COMPILE_FLAGS};
-    database = std::make_unique<DetectedOrDefaultDatabase>(
-        clang::tooling::CompilationDatabase::autoDetectFromSource(files.front(), error),
-        std::make_unique<clang::tooling::FixedCompilationDatabase>(".", defaults));
+    database = databaseFor(files.front());
   }
 
-  EngineOptions engineOptions;
-  engineOptions.projectRoot = root;
-  engineOptions.resourceDir = FABRIC_CLANG_RESOURCE_DIR;
-  engineOptions.extraArguments = {"-w", "-isystem", runtimeIncludeDir(argv[0])};
-  if (!noPch) {
-    engineOptions.pch.cacheDir = pchCache.empty() ? defaultPchCacheDir() : std::string(pchCache);
-    engineOptions.pch.extraArguments = engineOptions.extraArguments;
-    engineOptions.pch.resourceDir = engineOptions.resourceDir;
-    engineOptions.pch.verbose = verbose;
-  }
+  EngineOptions engineOptions = engineOptionsFor(root, argv[0], !noPch);
+  if (!noPch && !pchCache.empty()) engineOptions.pch.cacheDir = pchCache;
+  engineOptions.pch.verbose = verbose;
   EngineResult result = runRules(catalogue, *database, files, engineOptions);
   if (!result.failedSources.empty()) {
     for (const std::string& f : result.failedSources)
@@ -305,26 +264,11 @@ int main(int argc, const char** argv) {
       }
   for (auto& [path, file] : result.files) {
     Rendered r;
-    r.merged = mergeEdits(file.original, file.edits);
-    if (!r.merged.edits.empty() || file.wantsInclude) {
-      TextEdit include;
-      if (includeInsertion(file.original, "fabric/fabric.h", include)) {
-        include.ruleId = "fabric-insert";
-        include.explanation = "include the Fabric runtime";
-        lineAndColumn(file.original, include.offset, include.line, include.column);
-        std::vector<TextEdit> all = r.merged.edits;
-        all.push_back(include);
-        auto conflicts = r.merged.conflicts;
-        r.merged = mergeEdits(file.original, all);
-        r.merged.conflicts.insert(r.merged.conflicts.end(), conflicts.begin(), conflicts.end());
-      }
-    }
+    r.text = renderFixed(file.original, file.edits, file.wantsInclude, &r.merged.conflicts, &r.merged.edits);
     for (const EditConflict& c : r.merged.conflicts)
       findings.push_back({c.dropped.ruleId, path, c.dropped.line, c.dropped.column,
                           "edit dropped: it overlaps an edit of " + c.kept.ruleId +
                               "; review this line by hand"});
-    matchLineEndings(file.original, r.merged.edits);
-    r.text = applyEdits(file.original, r.merged.edits);
     rendered.emplace(path, std::move(r));
   }
 
