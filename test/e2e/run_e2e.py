@@ -172,12 +172,13 @@ def run_program(args):
     shutil.rmtree(runs, ignore_errors=True)
     cpu = {"LT_ACCELERATOR": "cpu"}
 
+    argv = args.args
     original, t_orig = execute(os.path.join(build, f"{name}_original"), os.path.join(runs, "original"), {},
-                               args.timeout)
+                               args.timeout, argv)
     if original.returncode != 0:
         fail(f"{name}: the original program exited {original.returncode}")
     one, t_one = execute(os.path.join(build, f"{name}_fabric"), os.path.join(runs, "one"),
-                         {**cpu, "LT_DEVICES": "1"}, args.timeout)
+                         {**cpu, "LT_DEVICES": "1"}, args.timeout, argv)
     if one.returncode != 0:
         fail(f"{name}: the migrated program on 1 process exited {one.returncode}")
 
@@ -202,7 +203,7 @@ def run_program(args):
 
     # 2 processes: both finish, rank 0 alone prints, the loss falls.
     two, t_two = execute(os.path.join(build, f"{name}_fabric"), os.path.join(runs, "two"),
-                         {**cpu, "LT_DEVICES": "2"}, args.timeout)
+                         {**cpu, "LT_DEVICES": "2"}, args.timeout, argv)
     if two.returncode != 0:
         fail(f"{name}: the migrated program on 2 processes exited {two.returncode}")
     lines = two.stdout.strip().splitlines()
@@ -216,6 +217,9 @@ def run_program(args):
     if unknown:
         fail(f"{name}: 2 processes printed lines the original never prints: {unknown}")
     curve = losses(lines)
+    if len(losses(expected)) >= 2 and len(curve) < 2:
+        fail(f"{name}: 2 processes printed {len(curve)} loss values: too few to tell whether the loss "
+             f"falls (give the program more epochs with --args)")
     if len(curve) >= 2 and not curve[-1] < curve[0]:
         fail(f"{name}: the loss did not fall on 2 processes: {curve}")
     if sorted(os.listdir(os.path.join(runs, "two"))) != saved:
@@ -241,6 +245,7 @@ def main():
     r.add_argument("--work", required=True)
     r.add_argument("--program", action="append", required=True)
     r.add_argument("--timeout", type=int, default=600)
+    r.add_argument("--args", nargs="*", default=[], help="arguments for every run of the program")
     args = parser.parse_args()
     if args.command == "prepare":
         prepare(args)
