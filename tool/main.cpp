@@ -76,14 +76,6 @@ int fail(const std::string& message) {
   return kError;
 }
 
-std::string absolute(const std::string& path) {
-  llvm::SmallString<256> p(path);
-  llvm::sys::fs::make_absolute(p);
-  llvm::sys::path::remove_dots(p, /*remove_dot_dot=*/true);
-  llvm::SmallString<256> real;
-  if (!llvm::sys::fs::real_path(p, real)) return std::string(real);
-  return std::string(p);
-}
 
 bool isUnderOrEqual(const std::string& path, const std::string& root) {
   return path == root || (path.size() > root.size() && path.compare(0, root.size(), root) == 0 &&
@@ -205,14 +197,14 @@ int main(int argc, const char** argv) {
   std::vector<std::string> files;
   for (const std::string& s : sources) {
     if (!llvm::sys::fs::is_regular_file(s)) return fail(s + ": no such file");
-    files.push_back(absolute(s));
+    files.push_back(absolutePath(s));
   }
-  std::string root = projectRoot.empty() ? commonDirectory(files) : absolute(projectRoot);
+  std::string root = projectRoot.empty() ? commonDirectory(files) : absolutePath(projectRoot);
   for (const std::string& f : files)
     if (!isUnderOrEqual(f, root)) return fail(f + " is outside the project root " + root);
   std::string outRoot;
   if (!outputDir.empty()) {
-    outRoot = absolute(outputDir);
+    outRoot = absolutePath(outputDir);
     if (isUnderOrEqual(outRoot, root))
       return fail("-o " + outputDir + " is inside the project root " + root +
                   ": choose a directory outside the input tree (or use -i)");
