@@ -337,6 +337,18 @@ bool mayMatchAnyRule(const std::string& text) {
   return false;
 }
 
+std::unique_ptr<clang::tooling::CompilationDatabase> explicitDatabase(
+    bool sawDashDash, const std::vector<std::string>& flags, const std::string& buildPath,
+    std::string& error) {
+  error.clear();
+  if (sawDashDash) return std::make_unique<clang::tooling::FixedCompilationDatabase>(".", flags);
+  if (buildPath.empty()) return nullptr;
+  std::string why;
+  auto database = clang::tooling::CompilationDatabase::loadFromDirectory(buildPath, why);
+  if (!database) error = "cannot read compile_commands.json in " + buildPath + ": " + why;
+  return database;
+}
+
 std::unique_ptr<clang::tooling::CompilationDatabase> databaseFor(const std::string& file) {
   std::string error;
   std::vector<std::string> defaults = {FABRIC_DEFAULT_COMPILE_FLAGS};
@@ -437,13 +449,9 @@ int runLint(int argc, const char** argv) {
     return fail("unknown --format '" + format + "' (text, json, sarif, github)");
 
   std::string error;
-  std::unique_ptr<clang::tooling::CompilationDatabase> database;
-  if (sawDashDash) {
-    database = std::make_unique<clang::tooling::FixedCompilationDatabase>(".", compilerFlags);
-  } else if (!buildPath.empty()) {
-    database = clang::tooling::CompilationDatabase::loadFromDirectory(buildPath, error);
-    if (!database) return fail("cannot read compile_commands.json in " + buildPath + ": " + error);
-  }
+  std::unique_ptr<clang::tooling::CompilationDatabase> database =
+      explicitDatabase(sawDashDash, compilerFlags, buildPath, error);
+  if (!error.empty()) return fail(error);
 
   std::vector<std::string> files;
   for (const std::string& p : paths)

@@ -56,6 +56,14 @@ bool selectionFor(const std::string& file, RuleSelection& out, std::string& erro
 // a file with none cannot match and need not be parsed.
 bool mayMatchAnyRule(const std::string& text);
 
+// The compile commands the user named: the flags after `--` (when
+// `sawDashDash`), else build/compile_commands.json from `-p` (when
+// `buildPath` is set). Null with an empty `error` when neither was given;
+// null with `error` set when -p cannot be read.
+std::unique_ptr<clang::tooling::CompilationDatabase> explicitDatabase(
+    bool sawDashDash, const std::vector<std::string>& flags, const std::string& buildPath,
+    std::string& error);
+
 // compile_commands.json found above `file` (clangd's search) when it lists
 // the file, else the default LibTorch flags. Extra flags after `--` win.
 std::unique_ptr<clang::tooling::CompilationDatabase> databaseFor(const std::string& file);

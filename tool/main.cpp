@@ -213,15 +213,10 @@ int main(int argc, const char** argv) {
   // Compile commands: after `--`, from -p, found next to the sources, or
   // LibTorch's defaults.
   std::string error;
-  std::unique_ptr<clang::tooling::CompilationDatabase> database;
-  if (sawDashDash) {
-    database = std::make_unique<clang::tooling::FixedCompilationDatabase>(".", compilerFlags);
-  } else if (!buildPath.empty()) {
-    database = clang::tooling::CompilationDatabase::loadFromDirectory(buildPath, error);
-    if (!database) return fail("cannot read compile_commands.json in " + buildPath + ": " + error);
-  } else {
-    database = databaseFor(files.front());
-  }
+  std::unique_ptr<clang::tooling::CompilationDatabase> database =
+      explicitDatabase(sawDashDash, compilerFlags, buildPath, error);
+  if (!error.empty()) return fail(error);
+  if (!database) database = databaseFor(files.front());
 
   EngineOptions engineOptions = engineOptionsFor(root, argv[0], !noPch);
   if (!noPch && !pchCache.empty()) engineOptions.pch.cacheDir = pchCache;
