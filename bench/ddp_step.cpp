@@ -5,13 +5,22 @@
 //
 // Every rank times, on the same MLP and per-rank batch:
 //   local      plain LibTorch: forward, backward, step (no communication)
-//   fabric     fabric.backward: c10d Reducer, bucketed all-reduce overlapped
-//              with backward
+//   fabric     fabric.backward + fabric.step: c10d Reducer, bucketed
+//              all-reduce overlapped with backward
+//   reducer    the same c10d::Reducer driven by hand on a process group of
+//              its own (what a careful user writes without Fabric): the
+//              floor Fabric's bookkeeping is measured against
 //   naive      backward, then one blocking all-reduce per parameter (what
 //              PyTorch's own C++ distributed example does)
-// and rank 0 prints the mean step times and the ratios fabric/local and
-// naive/fabric. Not a test: numbers depend on the machine and its load.
+//   all-reduce one bare Gloo all-reduce of a flat tensor holding as many
+//              bytes as the model's gradients
+// and rank 0 prints the mean step times and the ratios fabric/reducer,
+// fabric/local, naive/fabric, and Fabric's exposed synchronization time
+// (fabric - local) against the bare all-reduce. Not a test: numbers depend
+// on the machine and its load.
 #include <fabric/fabric.h>
+
+#include "c10d_compat.h"
 
 #include <algorithm>
 #include <chrono>
@@ -47,6 +56,30 @@ double seconds_per_step(fabric::Fabric& fabric, int steps, Step&& step) {
       .item<double>();
 }
 
+// A Gloo process group of the bench's own, next to the Fabric's.
+fabric::detail::c10d_compat::ProcessGroupPtr own_group(fabric::Fabric& fabric) {
+  c10d::TCPStoreOptions options;
+  options.isServer = fabric.is_global_zero();
+  options.numWorkers = static_cast<size_t>(fabric.world_size());
+  options.waitWorkers = false;
+  options.timeout = std::chrono::minutes(5);
+  c10::intrusive_ptr<c10d::TCPStore> store;
+  std::string port;
+  if (fabric.is_global_zero()) {
+    options.port = 0;
+    store = c10::make_intrusive<c10d::TCPStore>("127.0.0.1", options);
+    port = std::to_string(store->getPort());
+  }
+  port = fabric.broadcast(port);
+  if (!fabric.is_global_zero()) {
+    options.port = static_cast<std::uint16_t>(std::stoi(port));
+    store = c10::make_intrusive<c10d::TCPStore>("127.0.0.1", options);
+  }
+  return fabric::detail::c10d_compat::make_gloo_group(
+      store, fabric.global_rank(), fabric.world_size(), std::chrono::minutes(5),
+      c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -64,12 +97,15 @@ int main(int argc, char** argv) {
   torch::manual_seed(fabric.global_rank());
   const auto input = torch::randn({64, width});
   const auto target = torch::randint(0, 10, {64});
+  const auto loss_of = [&](Mlp& model) {
+    return torch::nll_loss(torch::log_softmax(model->forward(input), 1), target);
+  };
 
   Mlp local(width);
   torch::optim::SGD local_optimizer(local->parameters(), 0.01);
   const auto local_step = [&] {
     local_optimizer.zero_grad();
-    torch::nll_loss(torch::log_softmax(local->forward(input), 1), target).backward();
+    loss_of(local).backward();
     local_optimizer.step();
   };
   Mlp ddp(width);
@@ -77,34 +113,81 @@ int main(int argc, char** argv) {
   fabric.setup(ddp, ddp_optimizer);
   const auto fabric_step = [&] {
     ddp_optimizer.zero_grad();
-    fabric.backward(torch::nll_loss(torch::log_softmax(ddp->forward(input), 1), target));
-    ddp_optimizer.step();
+    fabric.backward(loss_of(ddp));
+    fabric.step(ddp_optimizer);
   };
+
+  // The hand-written loop: PyTorch DDP's recipe on c10d directly.
+  const auto group = own_group(fabric);
+  Mlp hand(width);
+  torch::optim::SGD hand_optimizer(hand->parameters(), 0.01);
+  std::vector<at::Tensor> hand_parameters = hand->parameters();
+  {
+    std::vector<at::Tensor> detached;
+    for (const auto& parameter : hand_parameters) detached.push_back(parameter.detach());
+    c10d::broadcast_coalesced(group, detached, 250u << 20, 0);
+  }
+  const size_t first_cap = 1u << 20, cap = 25u << 20;
+  auto assignment = c10d::compute_bucket_assignment_by_size(
+      hand_parameters, {first_cap, cap}, std::vector<bool>(hand_parameters.size(), false));
+  auto bucket_indices = std::get<0>(assignment);
+  auto limits = std::get<1>(assignment);
+  std::reverse(bucket_indices.begin(), bucket_indices.end());
+  std::reverse(limits.begin(), limits.end());
+  auto reducer = fabric::detail::c10d_compat::make_reducer(
+      hand_parameters, bucket_indices, limits, group, static_cast<int64_t>(cap),
+      static_cast<int64_t>(first_cap), /*find_unused_parameters=*/false);
+  const auto reducer_step = [&] {
+    hand_optimizer.zero_grad();
+    reducer->prepare_for_forward();
+    reducer->rebuild_buckets();
+    const auto loss = loss_of(hand);
+    reducer->prepare_for_backward({});
+    loss.backward();
+    hand_optimizer.step();
+  };
+
   Mlp naive(width);
   torch::optim::SGD naive_optimizer(naive->parameters(), 0.01);
   const auto naive_step = [&] {
     naive_optimizer.zero_grad();
-    torch::nll_loss(torch::log_softmax(naive->forward(input), 1), target).backward();
+    loss_of(naive).backward();
     for (auto& parameter : naive->parameters()) {
       parameter.mutable_grad() = fabric.all_reduce(parameter.grad(), fabric::ReduceOp::Mean);
     }
     naive_optimizer.step();
   };
+
+  int64_t gradient_numel = 0;
+  for (const auto& parameter : ddp->parameters()) gradient_numel += parameter.numel();
+  std::vector<at::Tensor> flat{torch::ones({gradient_numel})};
+  const auto bare_all_reduce = [&] { group->allreduce(flat)->wait(); };
+
   // Interleaved rounds, best of each: a shared machine's load then hits all
-  // three alike instead of whichever ran during a busy moment.
-  double local_time = 1e9, fabric_time = 1e9, naive_time = 1e9;
+  // of them alike instead of whichever ran during a busy moment.
+  double local_time = 1e9, fabric_time = 1e9, reducer_time = 1e9, naive_time = 1e9,
+         bare_time = 1e9;
   for (int round = 0; round < 3; ++round) {
     local_time = std::min(local_time, seconds_per_step(fabric, steps, local_step));
     fabric_time = std::min(fabric_time, seconds_per_step(fabric, steps, fabric_step));
+    reducer_time = std::min(reducer_time, seconds_per_step(fabric, steps, reducer_step));
     naive_time = std::min(naive_time, seconds_per_step(fabric, steps, naive_step));
+    bare_time = std::min(bare_time, seconds_per_step(fabric, steps, bare_all_reduce));
   }
 
-  fabric.printf("ranks %d, width %lld, %d steps, batch 64 per rank, %d intra-op threads per rank\n",
-                fabric.world_size(), static_cast<long long>(width), steps,
-                torch::get_num_threads());
-  fabric.printf("step time: local %.3f ms, fabric DDP %.3f ms, naive per-parameter all-reduce %.3f ms\n",
-                1e3 * local_time, 1e3 * fabric_time, 1e3 * naive_time);
-  fabric.printf("ratio fabric/local %.2f, naive/fabric %.2f\n", fabric_time / local_time,
-                naive_time / fabric_time);
+  fabric.printf("ranks %d, width %lld (%.2f M parameters, %.1f MiB of gradients), %d steps, "
+                "batch 64 per rank, %d intra-op threads per rank\n",
+                fabric.world_size(), static_cast<long long>(width), gradient_numel / 1e6,
+                gradient_numel * 4.0 / (1 << 20), steps, torch::get_num_threads());
+  fabric.printf("step time: local %.3f ms, fabric DDP %.3f ms, hand-written Reducer loop %.3f ms, "
+                "naive per-parameter all-reduce %.3f ms\n",
+                1e3 * local_time, 1e3 * fabric_time, 1e3 * reducer_time, 1e3 * naive_time);
+  fabric.printf("bare Gloo all-reduce of the gradient bytes %.3f ms; fabric's exposed sync "
+                "(fabric - local) %.3f ms\n",
+                1e3 * bare_time, 1e3 * (fabric_time - local_time));
+  fabric.printf("ratio fabric/reducer %.3f, fabric/local %.2f, naive/fabric %.2f, "
+                "exposed sync / bare all-reduce %.2f\n",
+                fabric_time / reducer_time, fabric_time / local_time, naive_time / fabric_time,
+                (fabric_time - local_time) / bare_time);
   return 0;
 }

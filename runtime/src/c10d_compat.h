@@ -11,6 +11,8 @@
 //    indices; ~2.8 dropped it and appended skip_all_reduce_unused_params and
 //    use_python_reducer; later versions append bucket_bytes_cap_list (and a
 //    defaulted batched_grad_copy).
+//  - torch::optim::Optimizer::state(): keyed by std::string on 1.13, by
+//    void* on 2.x.
 // Within 2.x the constructor variants are picked by what compiles
 // (std::is_constructible), not by version numbers, which are only known
 // approximately.
@@ -29,8 +31,11 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
 
+#include <torch/optim/optimizer.h>
+
 #include <chrono>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <type_traits>
 #include <unordered_map>
@@ -48,6 +53,8 @@ namespace c10d_compat {
 using ProcessGroupPtr = c10::intrusive_ptr<c10d::ProcessGroup>;
 using StorePtr = c10::intrusive_ptr<c10d::Store>;
 using GlooDevice = std::shared_ptr<::gloo::transport::Device>;
+// c10d::ProcessGroup::Work on 1.13, c10d::Work on 2.x.
+using WorkPtr = decltype(std::declval<c10d::ProcessGroup&>().barrier());
 
 #if FABRIC_TORCH_AT_LEAST(2, 0)
 
@@ -113,16 +120,17 @@ inline ProcessGroupPtr make_nccl_group(const StorePtr& store, int rank, int size
 #endif
 
 // The Reducer PyTorch's DistributedDataParallel builds with its defaults
-// (no unused parameters, gradients copied out of the buckets).
+// (gradients copied out of the buckets), with or without the search for
+// unused parameters.
 template <class Reducer = c10d::Reducer>
 std::unique_ptr<Reducer> make_reducer(std::vector<at::Tensor> params,
                                       std::vector<std::vector<size_t>> bucket_indices,
                                       std::vector<size_t> per_bucket_size_limits,
                                       ProcessGroupPtr group, int64_t bucket_bytes_cap,
-                                      int64_t first_bucket_bytes_cap) {
+                                      int64_t first_bucket_bytes_cap,
+                                      bool find_unused_parameters) {
   std::vector<bool> expect_sparse_gradients(params.size(), false);
   std::unordered_map<size_t, std::string> param_names;
-  constexpr bool find_unused_parameters = false;
   constexpr bool gradient_as_bucket_view = false;
   using Tensors = std::vector<at::Tensor>;
   using Buckets = std::vector<std::vector<size_t>>;
@@ -158,6 +166,21 @@ std::unique_ptr<Reducer> make_reducer(std::vector<at::Tensor> params,
                                      /*skip_all_reduce_unused_params=*/false,
                                      /*use_python_reducer=*/false,
                                      std::move(bucket_bytes_cap_list));
+  }
+}
+
+// torch::optim::Optimizer::state() is keyed by the parameter's TensorImpl:
+// 1.13 by its address printed as a string (c10::guts::to_string), 2.x by
+// the address itself (void*). The key type is read off the map.
+template <class Optimizer = torch::optim::Optimizer>
+auto optimizer_state_key(const Optimizer& optimizer, const at::Tensor& parameter) {
+  using Key = typename std::decay_t<decltype(optimizer.state())>::key_type;
+  if constexpr (std::is_same<Key, std::string>::value) {
+    std::ostringstream text;  // what c10::guts::to_string does
+    text << parameter.unsafeGetTensorImpl();
+    return Key(text.str());
+  } else {
+    return Key(parameter.unsafeGetTensorImpl());
   }
 }
 

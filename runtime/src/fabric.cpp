@@ -2,6 +2,7 @@
 
 #include "c10d_compat.h"
 #include "launcher.h"
+#include "strategy.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -32,8 +33,6 @@ namespace {
 constexpr size_t kMiB = 1024 * 1024;
 // PyTorch DDP's defaults.
 constexpr size_t kBroadcastBucketBytes = 250 * kMiB;
-constexpr size_t kFirstBucketBytes = 1 * kMiB;
-constexpr size_t kBucketBytes = 25 * kMiB;
 // barrier(name) compares this many bytes of the names.
 constexpr int64_t kBarrierNameBytes = 128;
 // all_gather sends each rank's shape in a fixed-size header.
@@ -45,20 +44,16 @@ class FabricState {
   Options options;
   ProcessPlacement placement;
   torch::Device device{torch::kCPU};
-  std::string strategy;  // resolved: "ddp" or "single_device"
   bool launched = false;
   int64_t log_calls = 0;
   int uncaught_exceptions_at_construction = std::uncaught_exceptions();
 
   c10::intrusive_ptr<c10d::Store> store;
   c10d_compat::ProcessGroupPtr group;
-  // One per set-up model, with the parameters it reduces.
-  struct ModelReducer {
-    const torch::nn::Module* module = nullptr;
-    std::vector<at::Tensor> parameters;
-    std::unique_ptr<c10d::Reducer> reducer;
-  };
-  std::vector<ModelReducer> reducers;
+  // What the strategy sees (its name resolved: "ddp", "single_device",
+  // "zero1", "zero2"), and the strategy.
+  StrategyContext context;
+  std::unique_ptr<Strategy> strategy;
   // Every set-up module, with how many no_backward_sync guards hold it.
   std::unordered_map<const torch::nn::Module*, int> no_sync_depth;
   std::vector<std::shared_ptr<torch::nn::Module>> modules;
@@ -76,14 +71,34 @@ class FabricState {
   // launcher knows the cause within moments and is already stopping this
   // process with a clear message; the collective's own error (a Gloo
   // "connection closed" trace) would only confuse, so it is swallowed then.
+  // A timeout (a rank that is alive but does not join) is said in words.
   template <class Function>
-  auto collective(Function&& function) -> decltype(function()) {
+  auto collective(const char* what, Function&& function) -> decltype(function()) {
     try {
       return function();
-    } catch (const std::exception&) {
-      if (wait_for_known_failure(std::chrono::seconds(3))) wait_for_exit_in_progress();
+    } catch (const std::exception& error) {
+      const std::string message = error.what();
+      const bool timed_out = message.find("Timed out") != std::string::npos ||
+                             message.find("timed out") != std::string::npos;
+      // A rank that died makes the collective fail at once (connection
+      // closed), and the launcher's message follows within moments; a
+      // timeout has waited long enough already.
+      const auto patience = timed_out ? std::chrono::milliseconds(0) : std::chrono::seconds(3);
+      if (wait_for_known_failure(patience)) wait_for_exit_in_progress();
+      if (timed_out) {
+        throw std::runtime_error(
+            std::string("fabric: ") + what + " on rank " + std::to_string(placement.global_rank) +
+            " timed out after " + std::to_string(options.timeout().count()) +
+            " ms (Options::timeout): another rank did not join it in time; it is stuck, far "
+            "slower, or on a different code path. Collective error: " +
+            message.substr(0, message.find('\n')));
+      }
       throw;
     }
+  }
+  template <class Function>
+  auto collective(Function&& function) -> decltype(function()) {
+    return collective("a collective", std::forward<Function>(function));
   }
 
   void require_launched(const char* what) const {
@@ -261,14 +276,21 @@ Fabric::Fabric(Options options) : state_(std::make_unique<detail::FabricState>()
     state.scaler.scale = state.scaler.options.init_scale;
   }
 
-  state.strategy = options.strategy();
-  if (state.strategy == "auto") state.strategy = placement.world_size > 1 ? "ddp" : "single_device";
-  if (state.strategy == "single_device" && placement.world_size > 1) {
+  std::string strategy = options.strategy();
+  if (strategy == "auto") strategy = placement.world_size > 1 ? "ddp" : "single_device";
+  if (strategy == "single_device" && placement.world_size > 1) {
     throw std::invalid_argument(
         "fabric: strategy 'single_device' runs one process, but the job has " +
         std::to_string(placement.world_size) + " (devices=" + devices.to_string() +
         ", num_nodes=" + std::to_string(placement.num_nodes) + "). Use 'ddp' or 'auto'.");
   }
+  auto& context = state.context;
+  context.options = state.options;
+  context.strategy = strategy;
+  context.rank = placement.global_rank;
+  context.world_size = placement.world_size;
+  context.device = state.device;
+  state.strategy = detail::make_strategy(context);
 }
 
 Fabric::~Fabric() {
@@ -281,7 +303,8 @@ Fabric::~Fabric() {
     if (is_global_zero()) {
       for (const auto& logger : state.options.loggers()) logger->finalize();
     }
-    state.reducers.clear();
+    state.strategy.reset();
+    state.context.group.reset();
     state.group.reset();
     state.store.reset();
   } catch (const std::exception& error) {
@@ -356,6 +379,7 @@ void Fabric::launch() {
                                                        placement.world_size,
                                                        state.options.timeout(), gloo_device);
   });
+  state.context.group = state.group;
   detail::report_joined();
 }
 
@@ -382,46 +406,39 @@ void Fabric::setup_module(const std::shared_ptr<torch::nn::Module>& module) {
   } else {
     module->to(state.device);
   }
-  if (state.no_sync_depth.emplace(module.get(), 0).second) state.modules.push_back(module);
-  if (!state.group) return;
+  const bool first_setup = state.no_sync_depth.emplace(module.get(), 0).second;
+  if (first_setup) state.modules.push_back(module);
 
-  // Every rank starts from rank 0's weights and buffers, whatever its seed.
-  // Detached aliases: broadcast writes into them in place, which autograd
-  // would refuse on leaf parameters that require grad.
-  std::vector<at::Tensor> module_state;
-  std::vector<at::Tensor> trained_parameters;
-  for (const auto& parameter : module->parameters()) {
-    module_state.push_back(parameter.detach());
-    if (parameter.requires_grad()) trained_parameters.push_back(parameter);
+  detail::NamedParameters trained;
+  for (const auto& item : module->named_parameters()) {
+    if (item.value().requires_grad()) trained.emplace_back(item.key(), item.value());
   }
-  for (const auto& buffer : module->buffers()) module_state.push_back(buffer.detach());
+  if (state.group) {
+    // Every rank starts from rank 0's weights and buffers, whatever its seed.
+    // Detached aliases: broadcast writes into them in place, which autograd
+    // would refuse on leaf parameters that require grad.
+    std::vector<at::Tensor> module_state;
+    std::vector<at::Tensor> trained_parameters;
+    for (const auto& parameter : module->parameters()) module_state.push_back(parameter.detach());
+    for (const auto& item : trained) trained_parameters.push_back(item.second);
+    for (const auto& buffer : module->buffers()) module_state.push_back(buffer.detach());
 
-  state.collective([&] {
-    // Fails with a clear message when ranks built different models.
-    c10d::verify_params_across_processes(state.group, trained_parameters, c10::nullopt);
-    if (!module_state.empty()) {
-      c10d::broadcast_coalesced(state.group, module_state, detail::kBroadcastBucketBytes, 0);
-    }
-  });
-  if (state.strategy != "ddp" || trained_parameters.empty()) return;
-
-  // As PyTorch's DDP: a small first bucket so that communication starts
-  // early, then 25 MiB buckets; both lists reversed because gradients arrive
-  // roughly in reverse order of parameter creation.
-  auto assignment = c10d::compute_bucket_assignment_by_size(
-      trained_parameters, {detail::kFirstBucketBytes, detail::kBucketBytes},
-      std::vector<bool>(trained_parameters.size(), false));
-  auto bucket_indices = std::move(std::get<0>(assignment));
-  auto per_bucket_size_limits = std::move(std::get<1>(assignment));
-  std::reverse(bucket_indices.begin(), bucket_indices.end());
-  std::reverse(per_bucket_size_limits.begin(), per_bucket_size_limits.end());
-  state.collective([&] {
-    auto reducer = detail::c10d_compat::make_reducer(
-        trained_parameters, std::move(bucket_indices), std::move(per_bucket_size_limits),
-        state.group, static_cast<int64_t>(detail::kBucketBytes),
-        static_cast<int64_t>(detail::kFirstBucketBytes));
-    state.reducers.push_back({module.get(), std::move(trained_parameters), std::move(reducer)});
-  });
+    state.collective("fabric.setup()", [&] {
+      // Fails with a clear message when ranks built different models.
+      c10d::verify_params_across_processes(state.group, trained_parameters, c10::nullopt);
+      if (!module_state.empty()) {
+        c10d::broadcast_coalesced(state.group, module_state, detail::kBroadcastBucketBytes, 0);
+      }
+    });
+  }
+  // A model set up twice keeps what the strategy attached the first time
+  // (a second Reducer on the same parameters would wait for gradients that
+  // the first one takes).
+  if (!first_setup) {
+    state.strategy->module_loaded(*module);
+    return;
+  }
+  state.collective("fabric.setup()", [&] { state.strategy->setup_module(*module, trained); });
 }
 
 void Fabric::setup_optimizer(torch::optim::Optimizer& optimizer) {
@@ -436,18 +453,20 @@ void Fabric::setup_optimizer(torch::optim::Optimizer& optimizer) {
                   "; set up the model that owns it with the optimizer");
     }
   }
+  state_->strategy->setup_optimizer(optimizer);
 }
 
 void Fabric::backward(const torch::Tensor& loss, const torch::Tensor& gradient,
                       c10::optional<bool> retain_graph, bool create_graph) {
   auto& state = *state_;
+  state.strategy->check_in_sync("fabric.backward()");
   // With several set-up models (a GAN's generator and discriminator), each
-  // loss reaches only some of them; a Reducer armed for a backward that never
-  // reaches its parameters would wait for their gradients forever. So only
-  // the models whose parameters' grad accumulators this graph reaches.
+  // loss reaches only some of them, and the strategy acts only on those it
+  // reaches (a DDP Reducer armed for a backward that never reaches its
+  // parameters would wait for their gradients forever).
   std::unordered_set<const torch::autograd::Node*> reached;
   const bool scaling = state.scaler.active;
-  if ((!state.reducers.empty() || scaling) && loss.grad_fn()) {
+  if ((state.strategy->needs_reached_models() || scaling) && loss.grad_fn()) {
     std::vector<const torch::autograd::Node*> pending{loss.grad_fn().get()};
     reached.insert(pending.back());
     while (!pending.empty()) {
@@ -466,47 +485,42 @@ void Fabric::backward(const torch::Tensor& loss, const torch::Tensor& gradient,
     }
     return false;
   };
-  auto reaches = [&](const detail::FabricState::ModelReducer& model) {
-    // Under no_backward_sync the Reducer is not armed: its hooks then leave
-    // the gradients to accumulate locally, and the next armed backward
-    // reduces the accumulated sum.
-    if (state.no_sync_depth[model.module] > 0) return false;
-    return reaches_any(model.parameters);
-  };
-
-  // C++ offers no hook around the user's forward(), where PyTorch's DDP arms
-  // its Reducer. Arming it here is equivalent: nothing reaches the Reducer
-  // between forward and backward. rebuild_buckets() is a collective that
-  // reorders buckets once, after the first backward, by gradient arrival.
-  state.collective([&] {
-    for (auto& model : state.reducers) {
-      if (!reaches(model)) continue;
-      model.reducer->prepare_for_forward();
-      model.reducer->rebuild_buckets();
-      model.reducer->prepare_for_backward({});
+  // Set-up models this backward reaches, in setup order; under
+  // no_backward_sync their gradients stay local (not synchronized), and the
+  // next synchronized backward reduces the accumulated sum.
+  std::vector<detail::ReachedModel> models;
+  std::vector<std::vector<at::Tensor>> synchronized_parameters;
+  if (!reached.empty()) {
+    for (const auto& module : state.modules) {
+      auto parameters = module->parameters();
+      if (!reaches_any(parameters)) continue;
+      const bool synchronized = state.no_sync_depth[module.get()] == 0;
+      models.push_back({module.get(), synchronized});
+      if (synchronized) synchronized_parameters.push_back(std::move(parameters));
     }
+  }
+
+  state.collective("fabric.backward()", [&] {
+    state.strategy->before_backward(models, loss);
     if (scaling) {
       (loss * state.scaler.scale).backward(gradient, retain_graph, create_graph);
     } else {
       loss.backward(gradient, retain_graph, create_graph);
     }
+    state.strategy->after_backward(models);
   });
   if (!scaling) return;
 
-  // Gradients are all-reduced now (the Reducer finishes inside backward), so
-  // every rank finds the same inf/NaN. Micro-batches under no_backward_sync
-  // stay scaled until the backward that reduces them.
-  std::vector<std::vector<at::Tensor>> models;
-  for (const auto& module : state.modules) {
-    if (state.no_sync_depth[module.get()] > 0) continue;
-    auto parameters = module->parameters();
-    if (reaches_any(parameters)) models.push_back(std::move(parameters));
-  }
-  if (models.empty()) return;
+  // Gradients are reduced now (the Reducer finishes inside backward), so
+  // with ddp every rank finds the same inf/NaN; under zero2 each rank holds
+  // its own parameters' gradients and the ranks agree on the finding.
+  // Micro-batches under no_backward_sync stay scaled until the backward that
+  // reduces them.
+  if (synchronized_parameters.empty()) return;
   torch::NoGradGuard no_grad;
   const double inverse_scale = 1.0 / state.scaler.scale;
   std::vector<at::Tensor> finite_flags;
-  for (const auto& parameters : models) {
+  for (const auto& parameters : synchronized_parameters) {
     for (const auto& parameter : parameters) {
       at::Tensor grad = parameter.grad();
       if (!grad.defined()) continue;
@@ -514,13 +528,15 @@ void Fabric::backward(const torch::Tensor& loss, const torch::Tensor& gradient,
       finite_flags.push_back(torch::isfinite(grad).all());
     }
   }
-  const bool found_inf =
+  const bool local_inf =
       !finite_flags.empty() && !torch::stack(finite_flags).all().item<bool>();
+  const bool found_inf = state.collective("fabric.backward() (loss scaler)",
+                                          [&] { return state.strategy->agree_any(local_inf); });
   auto& scaler = state.scaler;
   if (found_inf) {
     // C++ optimizers skip parameters without a gradient entirely (no
     // update, no moment or step change): that is the skipped step.
-    for (const auto& parameters : models) {
+    for (const auto& parameters : synchronized_parameters) {
       for (const auto& parameter : parameters) parameter.mutable_grad() = at::Tensor();
     }
     scaler.scale *= scaler.options.backoff_factor;
@@ -529,6 +545,18 @@ void Fabric::backward(const torch::Tensor& loss, const torch::Tensor& gradient,
     scaler.scale *= scaler.options.growth_factor;
     scaler.growth_tracker = 0;
   }
+}
+
+void Fabric::step(torch::optim::Optimizer& optimizer) {
+  state_->require_launched("step()");
+  state_->collective("fabric.step()", [&] { state_->strategy->step(optimizer, nullptr); });
+}
+
+torch::Tensor Fabric::step(torch::optim::Optimizer& optimizer,
+                           torch::optim::Optimizer::LossClosure closure) {
+  state_->require_launched("step()");
+  return state_->collective("fabric.step()",
+                            [&] { return state_->strategy->step(optimizer, closure); });
 }
 
 double Fabric::loss_scale() const { return state_->scaler.active ? state_->scaler.scale : 1.0; }
@@ -588,7 +616,8 @@ torch::Tensor Fabric::all_reduce(const torch::Tensor& tensor, ReduceOp op) {
     std::vector<at::Tensor> tensors{result};
     c10d::AllreduceOptions reduce_options;
     reduce_options.reduceOp = to_c10d(op);
-    state.collective([&] { state.group->allreduce(tensors, reduce_options)->wait(); });
+    state.collective("fabric.all_reduce()",
+                     [&] { state.group->allreduce(tensors, reduce_options)->wait(); });
   }
   if (op == ReduceOp::Mean) result = result / world_size();
   return result;
@@ -618,7 +647,8 @@ std::vector<torch::Tensor> Fabric::all_gather(const torch::Tensor& tensor) {
   std::vector<std::vector<at::Tensor>> gathered_headers(1);
   for (int r = 0; r < world_size(); ++r) gathered_headers[0].push_back(torch::empty_like(header));
   std::vector<at::Tensor> header_input{header};
-  state.collective([&] { state.group->allgather(gathered_headers, header_input)->wait(); });
+  state.collective("fabric.all_gather()",
+                   [&] { state.group->allgather(gathered_headers, header_input)->wait(); });
 
   int64_t largest_first_dim = dims > 0 ? local.size(0) : 0;
   std::vector<int64_t> first_dims;
@@ -647,7 +677,7 @@ std::vector<torch::Tensor> Fabric::all_gather(const torch::Tensor& tensor) {
   std::vector<std::vector<at::Tensor>> outputs(1);
   for (int r = 0; r < world_size(); ++r) outputs[0].push_back(torch::empty_like(padded));
   std::vector<at::Tensor> input{padded};
-  state.collective([&] { state.group->allgather(outputs, input)->wait(); });
+  state.collective("fabric.all_gather()", [&] { state.group->allgather(outputs, input)->wait(); });
 
   std::vector<torch::Tensor> result;
   for (int r = 0; r < world_size(); ++r) {
@@ -666,7 +696,8 @@ torch::Tensor Fabric::broadcast(const torch::Tensor& tensor, int src) {
     std::vector<at::Tensor> tensors{result};
     c10d::BroadcastOptions broadcast_options;
     broadcast_options.rootRank = src;
-    state.collective([&] { state.group->broadcast(tensors, broadcast_options)->wait(); });
+    state.collective("fabric.broadcast()",
+                     [&] { state.group->broadcast(tensors, broadcast_options)->wait(); });
   }
   return result;
 }
@@ -823,10 +854,48 @@ void Fabric::load_module_file(const std::string& path, torch::nn::Module& module
   } catch (const std::runtime_error& error) {
     throw std::runtime_error("fabric::load: '" + path + "': " + error.what());
   }
+  state_->strategy->module_loaded(module);
+}
+
+void Fabric::save_optimizer_file(const std::string& path, torch::optim::Optimizer& optimizer) {
+  state_->strategy->check_in_sync("fabric.save()");
+  auto undo = state_->collective(
+      "fabric.save()", [&] { return state_->strategy->gather_optimizer_state(optimizer); });
+  struct Undo {
+    std::function<void()>& step;
+    ~Undo() {
+      if (step) step();
+    }
+  } undo_at_exit{undo};
+  save_with(path, [&optimizer](std::ostream& stream) { torch::save(optimizer, stream); });
+}
+
+void Fabric::load_optimizer_file(const std::string& path, torch::optim::Optimizer& optimizer) {
+  torch::load(optimizer, path, device());
+  state_->strategy->optimizer_loaded(optimizer);
 }
 
 void Fabric::save(const std::string& path, const State& state) {
   const auto& scaler = state_->scaler;
+  // Sharded strategies: rank 0's optimizers hold the whole state while it
+  // writes (the same file a ddp run writes), and only their own afterwards.
+  state_->strategy->check_in_sync("fabric.save()");
+  std::vector<std::function<void()>> undo;
+  struct Undo {
+    std::vector<std::function<void()>>& steps;
+    ~Undo() {
+      for (auto& step : steps) {
+        if (step) step();
+      }
+    }
+  } undo_at_exit{undo};
+  for (const auto& entry : state.entries()) {
+    if (auto* const* optimizer = std::get_if<torch::optim::Optimizer*>(&entry.target())) {
+      undo.push_back(state_->collective("fabric.save()", [&] {
+        return state_->strategy->gather_optimizer_state(**optimizer);
+      }));
+    }
+  }
   save_with(path, [&state, &scaler](std::ostream& stream) {
     torch::serialize::OutputArchive archive;
     c10::List<std::string> names;
@@ -953,10 +1022,12 @@ void Fabric::load(const std::string& path, const State& state, bool strict) {
               torch::serialize::InputArchive nested;
               archive.read(key, nested);
               load_module_in_place(*target, nested, "");
+              state_->strategy->module_loaded(*target);
             } else if constexpr (std::is_same<Target, torch::optim::Optimizer*>::value) {
               torch::serialize::InputArchive nested;
               archive.read(key, nested);
               target->load(nested);
+              state_->strategy->optimizer_loaded(*target);
             } else if constexpr (std::is_same<Target, torch::Tensor*>::value) {
               torch::Tensor loaded;
               archive.read(key, loaded, /*is_buffer=*/true);
@@ -1040,14 +1111,30 @@ torch::Tensor Fabric::clip_module_gradients(torch::nn::Module& module,
   for (const auto& parameter : module.parameters()) {
     if (parameter.grad().defined()) gradients.push_back(parameter.grad());
   }
-  if (gradients.empty()) return torch::zeros({}, torch::TensorOptions().device(state_->device));
+  // Under zero2 each rank holds only its own parameters' gradients: the
+  // total norm combines the ranks' partial ones (every rank takes part, also
+  // one that owns no gradient).
+  const bool sharded = state_->strategy->shards_gradients();
+  if (gradients.empty() && !sharded) {
+    return torch::zeros({}, torch::TensorOptions().device(state_->device));
+  }
   torch::NoGradGuard no_grad;
   std::vector<torch::Tensor> norms;
   for (const auto& gradient : gradients) {
     norms.push_back(gradient.detach().norm(norm_type).to(torch::kFloat));
   }
-  const torch::Tensor total = std::isinf(norm_type) ? torch::stack(norms).max()
-                                                     : torch::stack(norms).norm(norm_type);
+  torch::Tensor total;
+  if (!sharded) {
+    total = std::isinf(norm_type) ? torch::stack(norms).max() : torch::stack(norms).norm(norm_type);
+  } else if (std::isinf(norm_type)) {
+    const auto local = norms.empty() ? torch::zeros({}, torch::TensorOptions().device(state_->device))
+                                     : torch::stack(norms).max();
+    total = all_reduce(local, ReduceOp::Max);
+  } else {
+    const auto local = norms.empty() ? torch::zeros({}, torch::TensorOptions().device(state_->device))
+                                     : torch::stack(norms).pow(norm_type).sum();
+    total = all_reduce(local, ReduceOp::Sum).pow(1.0 / norm_type);
+  }
   if (error_if_nonfinite && !std::isfinite(total.item<double>())) {
     throw std::runtime_error("fabric::clip_gradients: the total norm of the gradients is " +
                              std::to_string(total.item<double>()) +

@@ -15,22 +15,43 @@ struct NamedValue {
   const char* canonical;  // what the getter returns
 };
 
+// A name Lightning knows that this build does not accept, and why: nullptr
+// for "not available in this build yet", or a sentence saying what is not
+// available in C++ and what to use instead.
+struct UnavailableValue {
+  const char* name;
+  const char* why = nullptr;
+};
+
 // The values one option accepts, plus the names Lightning knows that this
-// build does not implement yet, so that "fsdp" gets a precise answer instead
+// build does not implement, so that "fsdp" gets a precise answer instead
 // of "invalid".
 struct ChoiceSet {
   const char* option;
   std::vector<NamedValue> accepted;
-  std::vector<const char*> not_yet_available;
+  std::vector<UnavailableValue> not_yet_available;
 };
+
+std::string unavailable_text(const UnavailableValue& value) {
+  if (value.why != nullptr) return std::string("'") + value.name + "' " + value.why;
+  return std::string("'") + value.name + "' is not available in this build yet";
+}
 
 const ChoiceSet& accelerator_choices() {
   static const ChoiceSet set{
       "accelerator",
       {{"auto", "auto"}, {"cpu", "cpu"}, {"cuda", "cuda"}, {"gpu", "cuda"}},
-      {"mps", "tpu", "xla", "hpu", "ipu"}};
+      {{"mps"}, {"tpu"}, {"xla"}, {"hpu"}, {"ipu"}}};
   return set;
 }
+
+constexpr const char* kParameterSharding =
+    "shards the parameters themselves (ZeRO stage 3), which is not available in C++. "
+    "Sharded strategies that exist: 'zero2' (alias 'deepspeed': optimizer state and "
+    "gradients sharded across ranks) and 'zero1' (optimizer state sharded)";
+constexpr const char* kOffload =
+    "offloads optimizer state to CPU memory, which is not available in C++. Use 'zero2' "
+    "(optimizer state and gradients sharded across ranks)";
 
 const ChoiceSet& strategy_choices() {
   static const ChoiceSet set{
@@ -38,10 +59,24 @@ const ChoiceSet& strategy_choices() {
       {{"auto", "auto"},
        {"ddp", "ddp"},
        {"single_device", "single_device"},
-       {"single-device", "single_device"}},
-      {"fsdp", "deepspeed", "ddp_spawn", "ddp_fork", "ddp_notebook", "dp",
-       "xla", "fsdp_cpu_offload", "deepspeed_stage_2", "deepspeed_stage_3",
-       "model_parallel"}};
+       {"single-device", "single_device"},
+       {"zero2", "zero2"},
+       {"zero", "zero2"},
+       {"deepspeed", "zero2"},
+       {"deepspeed_stage_2", "zero2"},
+       {"zero1", "zero1"},
+       {"deepspeed_stage_1", "zero1"}},
+      {{"fsdp", kParameterSharding},
+       {"fsdp_cpu_offload", kParameterSharding},
+       {"deepspeed_stage_3", kParameterSharding},
+       {"deepspeed_stage_3_offload", kParameterSharding},
+       {"deepspeed_stage_2_offload", kOffload},
+       {"ddp_spawn"},
+       {"ddp_fork"},
+       {"ddp_notebook"},
+       {"dp"},
+       {"xla"},
+       {"model_parallel"}}};
   return set;
 }
 
@@ -58,7 +93,7 @@ const ChoiceSet& precision_choices() {
        {"bf16", "bf16-mixed"},
        {"16-true", "16-true"},
        {"bf16-true", "bf16-true"}},
-      {"transformer-engine", "transformer-engine-float16"}};
+      {{"transformer-engine"}, {"transformer-engine-float16"}}};
   return set;
 }
 
@@ -119,35 +154,34 @@ std::string canonical_choice(const ChoiceSet& set, const std::string& raw,
   for (const auto& accepted : set.accepted) {
     if (value == accepted.name) return accepted.canonical;
   }
-  for (const char* planned : set.not_yet_available) {
-    if (value == planned) {
-      throw std::invalid_argument("fabric: " + describe_value(set, raw, origin) +
-                                  " is not available in this build yet. " +
-                                  valid_values_text(set));
+  for (const auto& planned : set.not_yet_available) {
+    if (value == planned.name) {
+      std::string message = "fabric: " + describe_value(set, raw, origin);
+      message += planned.why != nullptr ? std::string(" ") + planned.why
+                                        : std::string(" is not available in this build yet");
+      throw std::invalid_argument(message + ". " + valid_values_text(set));
     }
   }
 
   std::string nearest;
-  bool nearest_is_planned = false;
+  const UnavailableValue* nearest_planned = nullptr;
   std::size_t nearest_distance = std::string::npos;
-  auto consider = [&](const std::string& candidate, bool planned) {
+  auto consider = [&](const std::string& candidate, const UnavailableValue* planned) {
     const std::size_t distance = edit_distance(value, candidate);
     const std::size_t allowed = candidate.size() <= 3 ? 1 : 2;
     if (distance <= allowed && distance < nearest_distance) {
       nearest = candidate;
-      nearest_is_planned = planned;
+      nearest_planned = planned;
       nearest_distance = distance;
     }
   };
-  for (const auto& accepted : set.accepted) consider(accepted.name, false);
-  for (const char* planned : set.not_yet_available) consider(planned, true);
+  for (const auto& accepted : set.accepted) consider(accepted.name, nullptr);
+  for (const auto& planned : set.not_yet_available) consider(planned.name, &planned);
 
   std::string message = "fabric: invalid " + describe_value(set, raw, origin);
   if (!nearest.empty()) {
     message += "; did you mean '" + nearest + "'?";
-    if (nearest_is_planned) {
-      message += " ('" + nearest + "' is not available in this build yet.)";
-    }
+    if (nearest_planned != nullptr) message += " (" + unavailable_text(*nearest_planned) + ".)";
   } else {
     message += ".";
   }
@@ -314,6 +348,16 @@ Options& Options::timeout(std::chrono::milliseconds value) {
                                 std::to_string(value.count()) + " ms.");
   }
   timeout_ = value;
+  return *this;
+}
+
+Options& Options::bucket_cap_mb(double value) {
+  // Also rejects NaN.
+  if (!(value > 0) || value > 1e6) {
+    throw std::invalid_argument("fabric: invalid bucket_cap_mb " + std::to_string(value) +
+                                ": it must be a size in MiB > 0 (PyTorch's default is 25).");
+  }
+  bucket_cap_mb_ = value;
   return *this;
 }
 

@@ -27,6 +27,16 @@
       decodes (TFRecord framing, masked CRC32C, Event protobuf) to exactly
       the logged scalars, and `protoc --decode_raw` agrees where installed.
 
+  launch_driver.py zero_checkpoint PROGRAM
+      Under "zero2" on 2 ranks: 8 steps = 4, save, load in a fresh job, 4,
+      bit for bit; the losses match a "ddp" run to float tolerance; a "ddp"
+      job resumes from the zero2 checkpoint (same file format) with the
+      same losses.
+  launch_driver.py timeout PROGRAM
+      Rank 1 sleeps instead of joining an all-reduce: rank 0 fails after the
+      configured 2 s collective timeout with a message that says so, and the
+      whole job ends within a few seconds more.
+
 PROGRAM is fabric_multiprocess_program. Exit status 0 when all cases pass.
 """
 import ctypes
@@ -423,6 +433,65 @@ def checkpoint(program):
             print("kill during save: the previous checkpoint (step 1) loads")
 
 
+def resume_losses(case, program, directory, strategy, phase):
+    code, stdout, stderr = run_job(case, [program, "resume", "--devices=2", f"--dir={directory}",
+                                          f"--phase={phase}", f"--strategy={strategy}"])
+    if code != 0:
+        report(case, f"exit code {code}:\n{stderr}")
+    return [line for line in stdout.splitlines() if line.startswith("step ")]
+
+
+def loss_values(lines):
+    return [float.fromhex(line.split()[-1]) for line in lines]
+
+
+def zero_checkpoint(program):
+    with tempfile.TemporaryDirectory() as directory:
+        full = resume_losses("zero2 full", program, directory, "zero2", "full")
+        first = resume_losses("zero2 first", program, directory, "zero2", "first")
+        second = resume_losses("zero2 second", program, directory, "zero2", "second")
+        # The zero2 checkpoint (written by "first") resumed under ddp.
+        ddp_second = resume_losses("ddp from zero2", program, directory, "ddp", "second")
+    with tempfile.TemporaryDirectory() as directory:
+        ddp_full = resume_losses("ddp full", program, directory, "ddp", "full")
+    if len(full) != 8 or first + second != full:
+        report("zero2 resume", f"losses differ:\n full:    {full}\n resumed: {first + second}")
+    else:
+        print(f"zero2 resume: 8 losses identical bit for bit, last {full[-1]}")
+
+    def close(case, left, right):
+        if len(left) != len(right) or not left:
+            report(case, f"different numbers of losses: {left} / {right}")
+            return
+        worst = max(abs(a - b) / max(abs(b), 1e-12) for a, b in zip(loss_values(left),
+                                                                   loss_values(right)))
+        if worst > 1e-5:
+            report(case, f"relative difference {worst:.2e}:\n {left}\n {right}")
+        else:
+            print(f"{case}: {len(left)} losses agree (largest relative difference {worst:.1e})")
+
+    close("zero2 vs ddp, 8 Adam steps", full, ddp_full)
+    close("ddp resumed from a zero2 checkpoint", first + ddp_second, full)
+
+
+def collective_timeout(program):
+    command = [program, "hang", "--devices=2", "--timeout-ms=2000"]
+    start = time.monotonic()
+    code, stdout, stderr = run_job("timeout", command, timeout=40)
+    elapsed = time.monotonic() - start
+    print(f"--- timeout: {elapsed:.2f} s, exit {code}")
+    print("\n".join("    " + line for line in stderr.splitlines() if "fabric" in line or "test:" in line))
+    expected = (r"fabric: fabric\.all_reduce\(\) on rank 0 timed out after 2000 ms "
+                r"\(Options::timeout\): another rank did not join it in time")
+    if code == 0:
+        report("timeout", "the job exited with code 0")
+    if not re.search(expected, stderr):
+        report("timeout", f"stderr lacks /{expected}/:\n{stderr}")
+    # 2 s of timeout, process start-up and the stop of rank 1.
+    if elapsed > 12:
+        report("timeout", f"the job took {elapsed:.1f} s to end with a 2 s timeout")
+
+
 def crc32c(data):
     crc = 0xFFFFFFFF
     for byte in data:
@@ -568,7 +637,8 @@ def loggers(program):
 def main():
     commands = {"failures": (failures, 3), "torchrun": (torchrun, 3),
                 "fabric_run": (fabric_run, 4), "checkpoint": (checkpoint, 3),
-                "loggers": (loggers, 3)}
+                "loggers": (loggers, 3), "zero_checkpoint": (zero_checkpoint, 3),
+                "timeout": (collective_timeout, 3)}
     if len(sys.argv) < 2 or sys.argv[1] not in commands or len(sys.argv) != commands[sys.argv[1]][1]:
         print(__doc__)
         return 2

@@ -60,6 +60,11 @@ struct Arguments {
   int steps = 3000;
   std::string dir;
   std::string phase;
+  std::string strategy = "ddp";
+  std::string precision = "32-true";
+  double bucket_cap_mb = 25;
+  bool find_unused = false;
+  int timeout_ms = 0;
 };
 
 Arguments parse_arguments(int argc, char** argv) {
@@ -77,6 +82,11 @@ Arguments parse_arguments(int argc, char** argv) {
     if (name == "--steps") arguments.steps = std::stoi(value);
     if (name == "--dir") arguments.dir = value;
     if (name == "--phase") arguments.phase = value;
+    if (name == "--strategy") arguments.strategy = value;
+    if (name == "--precision") arguments.precision = value;
+    if (name == "--bucket-cap-mb") arguments.bucket_cap_mb = std::stod(value);
+    if (name == "--find-unused") arguments.find_unused = value == "1";
+    if (name == "--timeout-ms") arguments.timeout_ms = std::stoi(value);
   }
   return arguments;
 }
@@ -457,7 +467,7 @@ void train_steps(fabric::Fabric& fabric, Net& model, torch::optim::Optimizer& op
     optimizer.zero_grad();
     const auto loss = torch::mse_loss(model->forward(input), target);
     fabric.backward(loss);
-    optimizer.step();
+    fabric.step(optimizer);  // optimizer.step() under ddp
     if (print_losses) fabric.printf("step %d loss %a\n", step, loss.item<double>());
   }
 }
@@ -686,7 +696,8 @@ int run_state_checks(const Arguments& arguments) {
 }
 
 int run_resume(const Arguments& arguments) {
-  fabric::Fabric fabric(fabric::Options().accelerator("cpu").devices(arguments.devices));
+  fabric::Fabric fabric(
+      fabric::Options().accelerator("cpu").devices(arguments.devices).strategy(arguments.strategy));
   fabric.launch();
   this_rank = fabric.global_rank();
   torch::manual_seed(31);
@@ -805,6 +816,348 @@ int run_scaler_checks(const Arguments& arguments) {
   return 0;
 }
 
+// ---- sharded strategies (zero1, zero2) -----------------------------------------
+
+// Four equal layers, so that a greedy split by size gives each of 2 ranks
+// exactly half of the parameters' bytes.
+struct SquareNetImpl : torch::nn::Module {
+  SquareNetImpl() {
+    for (int i = 0; i < 4; ++i) layers.push_back(register_module("layer" + std::to_string(i), torch::nn::Linear(32, 32)));
+  }
+  torch::Tensor forward(torch::Tensor x) {
+    for (size_t i = 0; i < layers.size(); ++i) {
+      x = layers[i](x);
+      if (i + 1 < layers.size()) x = torch::tanh(x);
+    }
+    return x;
+  }
+  std::vector<torch::nn::Linear> layers;
+};
+TORCH_MODULE(SquareNet);
+
+// Bytes of the tensors an Adam holds, and for how many parameters.
+std::pair<int64_t, int64_t> adam_state(const torch::optim::Adam& optimizer) {
+  int64_t bytes = 0;
+  int64_t count = 0;
+  for (const auto& item : optimizer.state()) {
+    const auto& state = static_cast<const torch::optim::AdamParamState&>(*item.second);
+    for (const auto& tensor : {state.exp_avg(), state.exp_avg_sq(), state.max_exp_avg_sq()}) {
+      if (tensor.defined()) bytes += tensor.numel() * tensor.element_size();
+    }
+    ++count;
+  }
+  return {bytes, count};
+}
+
+void copy_state(torch::nn::Module& from, torch::nn::Module& to) {
+  torch::NoGradGuard no_grad;
+  const auto source = module_state(from);
+  const auto target = module_state(to);
+  for (size_t i = 0; i < source.size(); ++i) target[i].copy_(source[i]);
+}
+
+double max_relative_difference(torch::nn::Module& a, torch::nn::Module& b) {
+  const auto left = module_state(a);
+  const auto right = module_state(b);
+  double worst = 0;
+  for (size_t i = 0; i < left.size(); ++i) {
+    const double scale = std::max(1e-3, right[i].abs().max().item<double>());
+    worst = std::max(worst, (left[i] - right[i]).abs().max().item<double>() / scale);
+  }
+  return worst;
+}
+
+// The sharded run against plain LibTorch on the whole global batch (what
+// ddp computes, as run_ddp_checks proves): same parameters after several
+// Adam steps, identical on every rank, ~1/N of the optimizer state and,
+// for zero2, of the gradients; then a checkpoint round trip that resumes
+// exactly, and optimizer.step() called directly caught with a clear error.
+int run_zero_checks(const Arguments& arguments) {
+  fabric::Fabric fabric(fabric::Options()
+                            .accelerator("cpu")
+                            .devices(arguments.devices)
+                            .strategy(arguments.strategy)
+                            .precision(arguments.precision)
+                            .bucket_cap_mb(arguments.bucket_cap_mb));
+  fabric.launch();
+  this_rank = fabric.global_rank();
+  const std::string& strategy = fabric.options().strategy();
+  check(strategy == "zero1" || strategy == "zero2", "not a sharded strategy: " + strategy);
+  const bool stage2 = strategy == "zero2";
+  const bool scaled = arguments.precision == "16-mixed";
+  const int rank = fabric.global_rank();
+  const int world = fabric.world_size();
+
+  torch::manual_seed(17 + rank);  // different on every rank: setup broadcasts rank 0's
+  SquareNet model;
+  torch::optim::Adam optimizer(model->parameters(), 0.01);
+  fabric.setup(model, optimizer);
+  SquareNet reference;  // not set up: one process, the whole batch
+  copy_state(*model, *reference);
+  torch::optim::Adam reference_optimizer(reference->parameters(), 0.01);
+  const auto parameters = model->named_parameters();
+  const auto reference_parameters = reference->named_parameters();
+
+  const int64_t per_rank = 4;
+  const auto batch = [&](int step) {
+    torch::manual_seed(300 + step);  // the same global batch on every rank
+    return std::make_pair(torch::randn({per_rank * world, 32}), torch::randn({per_rank * world, 32}));
+  };
+  const auto local_loss = [&](int step) {
+    const auto [inputs, targets] = batch(step);
+    return torch::mse_loss(model->forward(inputs.narrow(0, rank * per_rank, per_rank)),
+                           targets.narrow(0, rank * per_rank, per_rank));
+  };
+  const auto reference_step = [&](int step) {
+    const auto [inputs, targets] = batch(step);
+    reference_optimizer.zero_grad();
+    torch::mse_loss(reference->forward(inputs), targets).backward();
+    reference_optimizer.step();
+  };
+
+  const int steps = 6;
+  for (int step = 0; step < steps; ++step) {
+    optimizer.zero_grad();
+    if (step % 2 == 1) {
+      // The closure overload, as LBFGS-style code writes it.
+      fabric.step(optimizer, [&] {
+        optimizer.zero_grad();
+        auto loss = local_loss(step);
+        fabric.backward(loss);
+        return loss;
+      });
+      reference_step(step);
+      continue;
+    }
+    fabric.backward(local_loss(step));
+    {
+      const auto [inputs, targets] = batch(step);
+      reference->zero_grad();
+      torch::mse_loss(reference->forward(inputs), targets).backward();
+    }
+    // Who holds which gradient: zero2, each parameter's on its owner only;
+    // zero1, every gradient everywhere. Held gradients are the average.
+    int64_t local_count = 0;
+    std::vector<double> holders;
+    for (const auto& item : parameters) {
+      const auto& gradient = item.value().grad();
+      holders.push_back(gradient.defined() ? 1.0 : 0.0);
+      if (!gradient.defined()) continue;
+      ++local_count;
+      const auto& wanted = reference_parameters[item.key()].grad();
+      check(torch::allclose(gradient, wanted, 1e-4, 1e-6),
+            "the gradient of " + item.key() + " is not the average over ranks");
+    }
+    const auto counts = fabric.all_reduce(torch::tensor(holders, torch::kDouble), fabric::ReduceOp::Sum);
+    for (size_t i = 0; i < holders.size(); ++i) {
+      const double wanted = stage2 ? 1.0 : static_cast<double>(world);
+      check(counts[static_cast<int64_t>(i)].item<double>() == wanted,
+            strategy + ": a gradient is held by " + std::to_string(counts[static_cast<int64_t>(i)].item<double>()) +
+                " ranks after backward, expected " + std::to_string(wanted));
+    }
+    if (stage2 && world > 1) {
+      check(local_count < static_cast<int64_t>(holders.size()),
+            "zero2: this rank kept every gradient after backward");
+    }
+    if (step == 2) {
+      // Clipping by total norm sees every rank's share (a large max_norm,
+      // so nothing changes).
+      const auto norm = fabric.clip_gradients(model, optimizer, c10::nullopt, 1e6);
+      double squares = 0;
+      for (const auto& item : reference_parameters) squares += item.value().grad().pow(2).sum().item<double>();
+      check(std::abs(norm.item<double>() - std::sqrt(squares)) < 1e-4 * std::sqrt(squares),
+            "clip_gradients: total norm " + std::to_string(norm.item<double>()) + ", expected " +
+                std::to_string(std::sqrt(squares)));
+    }
+    fabric.step(optimizer);
+    reference_step(step);
+  }
+  const double difference = max_relative_difference(*model, *reference);
+  check(difference < 1e-5, strategy + " differs from the whole-batch run after " +
+                               std::to_string(steps) + " Adam steps by " + std::to_string(difference));
+  check(identical_across_ranks(fabric, *model), strategy + ": the ranks' parameters differ");
+
+  // Optimizer state: ~1/N per rank, the whole of it across ranks.
+  const auto [bytes, states] = adam_state(optimizer);
+  const auto [full_bytes, full_states] = adam_state(reference_optimizer);
+  const auto total_bytes = fabric.all_reduce(torch::tensor(bytes), fabric::ReduceOp::Sum).item<int64_t>();
+  const auto total_states = fabric.all_reduce(torch::tensor(states), fabric::ReduceOp::Sum).item<int64_t>();
+  fabric.print(strategy, "rank 0 holds", bytes, "of", full_bytes, "optimizer state bytes");
+  check(total_bytes == full_bytes && total_states == full_states,
+        "the ranks' optimizer states do not add up to the whole (" + std::to_string(total_bytes) +
+            " of " + std::to_string(full_bytes) + " bytes)");
+  if (world > 1) {
+    check(static_cast<double>(bytes) <= 0.6 * static_cast<double>(full_bytes),
+          "this rank holds " + std::to_string(bytes) + " of " + std::to_string(full_bytes) +
+              " optimizer state bytes");
+  }
+
+  if (scaled) {
+    // An inf on the last rank only (it owns other parameters than rank 0
+    // under zero2): every rank skips the step and halves the scale.
+    const double scale = fabric.loss_scale();
+    const auto before = module_state(*model);
+    optimizer.zero_grad();
+    auto loss = local_loss(steps);
+    if (rank == world - 1) loss = loss * std::numeric_limits<float>::infinity();
+    fabric.backward(loss);
+    fabric.step(optimizer);
+    const auto after = module_state(*model);
+    for (size_t i = 0; i < before.size(); ++i) check(torch::equal(before[i], after[i]), "a rank stepped on inf gradients");
+    check(fabric.loss_scale() == scale / 2, "the loss scale did not halve on every rank");
+  }
+
+  // Checkpoint: the file holds the whole optimizer state (the format ddp
+  // writes); loading keeps each rank's shard; training resumes exactly.
+  int64_t step = steps;
+  const std::string path = fabric.broadcast(
+      (arguments.dir.empty() ? std::string("/tmp") : arguments.dir) + "/fabric_zero_" +
+      std::to_string(::getpid()) + ".ckpt");
+  fabric.save(path, fabric::State{{"model", model}, {"optimizer", optimizer}, {"step", step}});
+  check(adam_state(optimizer).first == bytes, "save left other ranks' state in this rank's optimizer");
+  {
+    SquareNet plain;  // never set up: loads everything the file holds
+    torch::optim::Adam plain_optimizer(plain->parameters(), 0.01);
+    int64_t plain_step = 0;
+    fabric.load(path, {{"model", plain}, {"optimizer", plain_optimizer}, {"step", plain_step}});
+    check(adam_state(plain_optimizer) == adam_state(reference_optimizer),
+          "the checkpoint does not hold the whole optimizer state");
+    check(plain_step == steps, "step did not round-trip");
+  }
+  // The same for a checkpoint of the optimizer alone.
+  const std::string optimizer_path = path + ".optimizer";
+  fabric.save(optimizer_path, optimizer);
+  check(adam_state(optimizer).first == bytes, "save left other ranks' state in this rank's optimizer");
+  {
+    SquareNet plain;
+    torch::optim::Adam plain_optimizer(plain->parameters(), 0.01);
+    fabric.load(optimizer_path, plain_optimizer);
+    check(adam_state(plain_optimizer) == adam_state(reference_optimizer),
+          "the optimizer checkpoint does not hold the whole optimizer state");
+    // Loaded into the set-up optimizer, only this rank's shard stays.
+    fabric.load(optimizer_path, optimizer);
+    check(adam_state(optimizer).first == bytes, "loading the optimizer kept other ranks' state");
+  }
+  fabric.barrier("optimizer checkpoint read");
+  if (fabric.is_global_zero()) std::remove(optimizer_path.c_str());
+
+  torch::manual_seed(23 + rank);
+  SquareNet resumed;
+  torch::optim::Adam resumed_optimizer(resumed->parameters(), 0.01);
+  fabric.setup(resumed, resumed_optimizer);
+  int64_t resumed_step = 0;
+  fabric.load(path, {{"model", resumed}, {"optimizer", resumed_optimizer}, {"step", resumed_step}});
+  // The second model is split too (its owners may differ from the first's).
+  const auto [resumed_bytes, resumed_states] = adam_state(resumed_optimizer);
+  check(fabric.all_reduce(torch::tensor(resumed_bytes), fabric::ReduceOp::Sum).item<int64_t>() ==
+                full_bytes &&
+            fabric.all_reduce(torch::tensor(resumed_states), fabric::ReduceOp::Sum).item<int64_t>() ==
+                full_states,
+        "after load the ranks do not hold one shard each of the optimizer state");
+  if (world > 1) {
+    check(static_cast<double>(resumed_bytes) <= 0.6 * static_cast<double>(full_bytes) || world > 2,
+          "after load this rank holds more than its shard of the optimizer state");
+  }
+  for (int extra = 0; extra < 2; ++extra) {
+    for (auto* pair : {&model, &resumed}) {
+      auto& optimizer_of = pair == &model ? optimizer : resumed_optimizer;
+      optimizer_of.zero_grad();
+      const auto [inputs, targets] = batch(100 + extra);
+      fabric.backward(torch::mse_loss((*pair)->forward(inputs.narrow(0, rank * per_rank, per_rank)),
+                                      targets.narrow(0, rank * per_rank, per_rank)));
+      fabric.step(optimizer_of);
+    }
+  }
+  // Bit for bit with 2 ranks; with more, a sum of 3+ gradients may be
+  // ordered differently (other owners, other buckets).
+  if (world <= 2) {
+    check_same_state(*model, *resumed, "training after load differs from uninterrupted training");
+  } else {
+    check(max_relative_difference(*model, *resumed) < 1e-5,
+          "training after load differs from uninterrupted training");
+  }
+
+  // LBFGS cannot be sharded; said at setup.
+  torch::optim::LBFGS lbfgs(model->parameters());
+  check_error(error_of([&] { fabric.setup_optimizer(lbfgs); }), "LBFGS", "LBFGS under a sharded strategy");
+
+  // optimizer.step() instead of fabric.step(optimizer): caught by the next
+  // backward on every rank, before any collective.
+  optimizer.zero_grad();
+  fabric.backward(local_loss(0));
+  optimizer.step();
+  check_error(error_of([&] { fabric.backward(local_loss(1)); }),
+              "call fabric.step(optimizer) instead of optimizer.step()",
+              "optimizer.step() called directly");
+  fabric.barrier("zero checks done");
+  if (fabric.is_global_zero()) std::remove(path.c_str());
+  fabric.print(strategy, "checks passed on", world, "ranks");
+  return 0;
+}
+
+// DDP with a parameter that no backward reaches: a clear error without
+// find_unused_parameters, training in sync with it.
+int run_unused_checks(const Arguments& arguments) {
+  fabric::Fabric fabric(fabric::Options()
+                            .accelerator("cpu")
+                            .devices(arguments.devices)
+                            .find_unused_parameters(arguments.find_unused));
+  fabric.launch();
+  this_rank = fabric.global_rank();
+  torch::manual_seed(71);
+  Net model;
+  auto unused = model->register_parameter("unused", torch::randn({3}));
+  torch::optim::SGD optimizer(model->parameters(), 0.05);
+  fabric.setup(model, optimizer);
+  const auto initial = model->first->weight.detach().clone();
+  std::string error;
+  for (int step = 0; step < 4 && error.empty(); ++step) {
+    torch::manual_seed(710 + 10 * step + fabric.global_rank());
+    optimizer.zero_grad();
+    error = error_of([&] {
+      fabric.backward(model->forward(torch::randn({6, 8})).pow(2).mean());
+      fabric.step(optimizer);
+    });
+  }
+  if (!arguments.find_unused) {
+    check_error(error, "find_unused_parameters(true)",
+                "an unused parameter without find_unused_parameters");
+    fabric.print("unused parameter without find_unused_parameters: error seen");
+    return 0;
+  }
+  check(error.empty(), "training with find_unused_parameters failed: " + error);
+  check(!torch::equal(initial, model->first->weight.detach()), "training did not change weights");
+  check(!model->named_parameters()["unused"].grad().defined() ||
+            model->named_parameters()["unused"].grad().abs().sum().item<double>() == 0,
+        "the unused parameter got a gradient");
+  check(identical_across_ranks(fabric, *model), "ranks differ with find_unused_parameters");
+  fabric.print("find_unused_parameters: trained in sync");
+  return 0;
+}
+
+// Rank 1 does not join a collective: rank 0 must fail after the configured
+// timeout with a message that says so (the driver measures the time).
+int run_hang(const Arguments& arguments) try {
+  {
+    fabric::Fabric fabric(fabric::Options()
+                              .accelerator("cpu")
+                              .devices(arguments.devices)
+                              .timeout(std::chrono::milliseconds(arguments.timeout_ms)));
+    fabric.launch();
+    this_rank = fabric.global_rank();
+    fabric.barrier("joined");
+    if (fabric.global_rank() == 1) {
+      std::fprintf(stderr, "test: rank 1 sleeps\n");
+      std::this_thread::sleep_for(std::chrono::seconds(60));
+    }
+    fabric.all_reduce(torch::ones({4}));
+  }
+  return 0;
+} catch (const std::runtime_error& error) {
+  std::fprintf(stderr, "test: rank %d caught: %s\n", this_rank, error.what());
+  return 5;
+}
+
 // Loads twice.ckpt in one process and prints its step.
 int run_load_step(const Arguments& arguments) {
   fabric::Fabric fabric(fabric::Options().accelerator("cpu").devices(1));
@@ -828,6 +1181,9 @@ int main(int argc, char** argv) {
   if (arguments.scenario == "log") return run_logging(arguments);
   if (arguments.scenario == "scaler") return run_scaler_checks(arguments);
   if (arguments.scenario == "ddp") return run_ddp_checks(arguments);
+  if (arguments.scenario == "zero") return run_zero_checks(arguments);
+  if (arguments.scenario == "unused") return run_unused_checks(arguments);
+  if (arguments.scenario == "hang") return run_hang(arguments);
   if (arguments.scenario == "fail") {
     try {
       return run_until_failure(arguments);

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <stdexcept>
 #include <string>
@@ -61,11 +62,14 @@ TEST(Options, ChainsAndCanonicalizes) {
 }
 
 TEST(Options, MistypedStrategyNamesTheNearestAndTheValidOnes) {
-  // The seed program's typo: "fspd" for "fsdp", which this build lacks.
+  // The seed program's typo: "fspd" for "fsdp", which C++ lacks: the
+  // answer names the sharded strategies that exist.
   const std::string message = invalid_argument_message([] { fabric::Options().strategy("fspd"); });
   EXPECT_TRUE(contains(message, "invalid strategy 'fspd'")) << message;
   EXPECT_TRUE(contains(message, "did you mean 'fsdp'?")) << message;
-  EXPECT_TRUE(contains(message, "'fsdp' is not available in this build yet")) << message;
+  EXPECT_TRUE(contains(message, "'fsdp' shards the parameters themselves")) << message;
+  EXPECT_TRUE(contains(message, "not available in C++")) << message;
+  EXPECT_TRUE(contains(message, "'zero2'") && contains(message, "'zero1'")) << message;
   EXPECT_TRUE(contains(message, "'ddp'") && contains(message, "'auto'") &&
               contains(message, "'single_device'"))
       << message;
@@ -80,8 +84,47 @@ TEST(Options, MistypedStrategyNamesTheNearestAndTheValidOnes) {
   EXPECT_TRUE(contains(far, "Valid values: 'auto', 'ddp'")) << far;
 }
 
+TEST(Options, ShardedStrategiesAndLightningNames) {
+  EXPECT_EQ(fabric::Options().strategy("zero2").strategy(), "zero2");
+  EXPECT_EQ(fabric::Options().strategy("zero").strategy(), "zero2");
+  EXPECT_EQ(fabric::Options().strategy("deepspeed").strategy(), "zero2");
+  EXPECT_EQ(fabric::Options().strategy("DeepSpeed_Stage_2").strategy(), "zero2");
+  EXPECT_EQ(fabric::Options().strategy("zero1").strategy(), "zero1");
+  EXPECT_EQ(fabric::Options().strategy("deepspeed_stage_1").strategy(), "zero1");
+  // Parameter sharding is rejected, naming what exists instead.
+  for (const char* strategy : {"fsdp", "deepspeed_stage_3", "fsdp_cpu_offload"}) {
+    const std::string message = invalid_argument_message([&] { fabric::Options().strategy(strategy); });
+    EXPECT_TRUE(contains(message, std::string("strategy '") + strategy +
+                                      "' shards the parameters themselves (ZeRO stage 3), which "
+                                      "is not available in C++"))
+        << message;
+    EXPECT_TRUE(contains(message, "'zero2' (alias 'deepspeed'")) << message;
+    EXPECT_TRUE(contains(message, "'zero1' (optimizer state sharded)")) << message;
+  }
+  const std::string offload =
+      invalid_argument_message([] { fabric::Options().strategy("deepspeed_stage_2_offload"); });
+  EXPECT_TRUE(contains(offload, "offloads optimizer state to CPU memory")) << offload;
+  EXPECT_TRUE(contains(offload, "Use 'zero2'")) << offload;
+  const std::string near = invalid_argument_message([] { fabric::Options().strategy("zer02"); });
+  EXPECT_TRUE(contains(near, "did you mean 'zero2'?")) << near;
+}
+
+TEST(Options, DdpBucketsAndUnusedParameters) {
+  const fabric::Options defaults;
+  EXPECT_EQ(defaults.bucket_cap_mb(), 25.0);
+  EXPECT_FALSE(defaults.find_unused_parameters());
+  const auto options = fabric::Options().bucket_cap_mb(0.5).find_unused_parameters(true);
+  EXPECT_EQ(options.bucket_cap_mb(), 0.5);
+  EXPECT_TRUE(options.find_unused_parameters());
+  for (double bad : {0.0, -1.0, std::nan("")}) {
+    const std::string message = invalid_argument_message([&] { fabric::Options().bucket_cap_mb(bad); });
+    EXPECT_TRUE(contains(message, "invalid bucket_cap_mb")) << message;
+    EXPECT_TRUE(contains(message, "MiB > 0")) << message;
+  }
+}
+
 TEST(Options, KnownButUnavailableValuesSaySo) {
-  for (const char* strategy : {"fsdp", "deepspeed", "ddp_spawn", "dp"}) {
+  for (const char* strategy : {"ddp_spawn", "dp", "model_parallel"}) {
     const std::string message = invalid_argument_message([&] { fabric::Options().strategy(strategy); });
     EXPECT_TRUE(contains(message, std::string("strategy '") + strategy +
                                       "' is not available in this build yet"))

@@ -158,6 +158,48 @@ TEST(SingleProcess, SetupAndBackwardTrainLikePlainLibTorch) {
   EXPECT_TRUE(torch::allclose(holder->bias.grad(), torch::full({1}, 8.0)));
 }
 
+// fabric.step(optimizer[, closure]) is optimizer.step([closure]) without a
+// sharded strategy, LBFGS included.
+TEST(SingleProcess, StepIsTheOptimizersStep) {
+  for (const char* strategy : {"single_device", "ddp"}) {
+    fabric::Fabric fabric(one_cpu_process().strategy(strategy));
+    fabric.launch();
+    torch::manual_seed(4);
+    torch::nn::Linear model(3, 2);
+    torch::nn::Linear plain(3, 2);
+    {
+      torch::NoGradGuard no_grad;
+      plain->weight.copy_(model->weight);
+      plain->bias.copy_(model->bias);
+    }
+    torch::optim::Adam optimizer(model->parameters(), 0.1);
+    torch::optim::Adam plain_optimizer(plain->parameters(), 0.1);
+    fabric.setup(model, optimizer);
+    const auto input = torch::randn({5, 3});
+    for (int step = 0; step < 3; ++step) {
+      optimizer.zero_grad();
+      fabric.backward(model->forward(input).pow(2).sum());
+      fabric.step(optimizer);
+      plain_optimizer.zero_grad();
+      plain->forward(input).pow(2).sum().backward();
+      plain_optimizer.step();
+    }
+    EXPECT_TRUE(torch::equal(model->weight, plain->weight)) << strategy;
+
+    torch::optim::LBFGS lbfgs(model->parameters(), torch::optim::LBFGSOptions(0.5).max_iter(4));
+    int evaluations = 0;
+    const auto before = fabric.step(lbfgs, [&] {
+      ++evaluations;
+      lbfgs.zero_grad();
+      auto loss = model->forward(input).pow(2).sum();
+      fabric.backward(loss);
+      return loss;
+    });
+    EXPECT_GT(evaluations, 1) << "LBFGS evaluates its closure several times";
+    EXPECT_LT(model->forward(input).pow(2).sum().item<double>(), before.item<double>()) << strategy;
+  }
+}
+
 TEST(SingleProcess, RandomLoaderDrawsLikeMakeDataLoader) {
   // With one process the loader must be indistinguishable from
   // torch::data::make_data_loader<RandomSampler>: same indices, same use of

@@ -13,7 +13,7 @@
 //       optimizer.zero_grad();
 //       auto loss = torch::nll_loss(model->forward(batch.data), batch.target);
 //       fabric.backward(loss);               // bucketed gradient all-reduce
-//       optimizer.step();
+//       fabric.step(optimizer);              // optimizer.step(); sharded: + broadcast
 //     }
 //   }
 //
@@ -31,6 +31,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <fstream>
 #include <initializer_list>
 #include <memory>
 #include <ostream>
@@ -204,7 +205,10 @@ class Fabric {
 
   // Moves the model to device(), broadcasts its parameters and buffers from
   // rank 0 and, for DDP with several processes, attaches a c10d::Reducer that
-  // all-reduces the gradients of the parameters that require grad.
+  // all-reduces the gradients of the parameters that require grad. Under
+  // "zero1"/"zero2" each trained parameter gets an owner rank (greedy by
+  // size), the only one that keeps its optimizer state. Throws for an
+  // optimizer the strategy cannot run (LBFGS under a sharded strategy).
   template <class M, class... Optimizers>
   void setup(torch::nn::ModuleHolder<M>& model, Optimizers&... optimizers) {
     setup_module(model.ptr());
@@ -222,8 +226,23 @@ class Fabric {
 
   // loss.backward(gradient, retain_graph, create_graph) with the gradients of
   // set-up models averaged across processes in buckets while backward runs.
+  // "zero2": afterwards each rank holds the averaged gradients of the
+  // parameters it owns only; the others' are undefined.
   void backward(const torch::Tensor& loss, const torch::Tensor& gradient = {},
                 c10::optional<bool> retain_graph = c10::nullopt, bool create_graph = false);
+
+  // optimizer.step() for every strategy, so one training loop runs under all
+  // of them. Under "zero1"/"zero2" only the parameters this rank owns are
+  // updated (and get optimizer state), then each parameter is broadcast from
+  // its owner; calling optimizer.step() directly there would leave the
+  // ranks with different models, and the next backward()/step()/save()
+  // throws std::logic_error saying so. A step that the "16-mixed" loss
+  // scaler skipped (inf/NaN gradients, cleared by backward) changes nothing.
+  void step(torch::optim::Optimizer& optimizer);
+  // optimizer.step(closure); returns the closure's loss. The closure calls
+  // fabric.backward(). Sharded strategies call it once before stepping.
+  torch::Tensor step(torch::optim::Optimizer& optimizer,
+                     torch::optim::Optimizer::LossClosure closure);
 
   // Replaces torch::data::make_data_loader<Sampler>(dataset, options). With
   // several processes the sampler becomes its distributed version (each rank
@@ -252,6 +271,15 @@ class Fabric {
   }
   // Rank 0 only; returns printf's result there, 0 elsewhere. Flushes stdout.
   int printf(const char* format, ...) __attribute__((format(printf, 2, 3)));
+  // A file that global rank 0 writes (a loss log, a CSV of metrics): opened
+  // there with `mode`; every other rank gets a stream on /dev/null, so N
+  // ranks neither write N copies nor truncate rank 0's file when they open
+  // it. fabricize turns `std::ofstream log(path)` into
+  // `std::ofstream log(fabric.rank_zero_ofstream(path))`.
+  std::ofstream rank_zero_ofstream(const std::string& path,
+                                   std::ios::openmode mode = std::ios::out) const {
+    return std::ofstream(is_global_zero() ? path : std::string("/dev/null"), mode);
+  }
 
   // Collectives. Each returns a new tensor on device(); with one process they
   // are identities (copies). Mean of an integer tensor is floating point.
@@ -269,10 +297,17 @@ class Fabric {
   // temporary file in the same directory and renames it over `path`
   // (atomic), then every rank learns whether that worked (an error throws
   // on all ranks). T is anything torch::save accepts (ModuleHolder,
-  // shared_ptr<Module>, optimizer, tensor...).
+  // shared_ptr<Module>, optimizer, tensor...). An optimizer's state is
+  // gathered on rank 0 first under a sharded strategy (same file as ddp).
   template <class T, class = std::enable_if_t<!std::is_same<std::decay_t<T>, State>::value>>
   void save(const std::string& path, const T& value) {
-    save_with(path, [&value](std::ostream& stream) { torch::save(value, stream); });
+    if constexpr (std::is_base_of<torch::optim::Optimizer, T>::value) {
+      // Rank 0's optimizer briefly holds the other ranks' state as well; it
+      // holds only its own again when save returns.
+      save_optimizer_file(path, const_cast<T&>(value));
+    } else {
+      save_with(path, [&value](std::ostream& stream) { torch::save(value, stream); });
+    }
   }
   // Every rank reads `path`; the loaded tensors end up on device(). A
   // model's parameters and buffers are overwritten in place (their storage
@@ -283,6 +318,8 @@ class Fabric {
       load_module_file(path, *value.ptr());
     } else if constexpr (detail::is_module_pointer<T>::value) {
       load_module_file(path, *value);
+    } else if constexpr (std::is_base_of<torch::optim::Optimizer, T>::value) {
+      load_optimizer_file(path, value);  // then keeps only this rank's shard
     } else {
       torch::load(value, path, device());
     }
@@ -290,6 +327,8 @@ class Fabric {
 
   // Checkpoints of the whole training state: modules, optimizers, tensors
   // and plain values by name, in one file (same writing rules as above).
+  // Under a sharded strategy the optimizers' state is gathered on rank 0,
+  // so the file is the one ddp writes; load() keeps each rank's shard.
   void save(const std::string& path, const State& state);
   // Every rank reads `path` and overwrites the state's objects in place,
   // tensors mapped to device(). With `strict`, a name in the file that the
@@ -333,8 +372,10 @@ class Fabric {
   // (`max_norm`, as torch::nn::utils::clip_grad_norm_) or elementwise to
   // [-clip_val, clip_val]; exactly one must be given. Call it after
   // backward() (gradients are then identical on every rank) and before
-  // optimizer.step(). Returns the total `norm_type` norm of the gradients
-  // before clipping. Throws on a non-finite norm if `error_if_nonfinite`.
+  // the step. Returns the total `norm_type` norm of the gradients before
+  // clipping. Throws on a non-finite norm if `error_if_nonfinite`. Under
+  // "zero2" (each rank holds its own parameters' gradients) the norm
+  // combines the ranks' partial norms: every rank must call it.
   template <class M>
   torch::Tensor clip_gradients(torch::nn::ModuleHolder<M>& model,
                                torch::optim::Optimizer& optimizer,
@@ -391,6 +432,8 @@ class Fabric {
   }
   void finish_save(const std::string& path, const std::string& error_on_rank_zero);
   void load_module_file(const std::string& path, torch::nn::Module& module);
+  void save_optimizer_file(const std::string& path, torch::optim::Optimizer& optimizer);
+  void load_optimizer_file(const std::string& path, torch::optim::Optimizer& optimizer);
   detail::FabricState* checked_state_for_no_sync(const torch::nn::Module* module);
   torch::Tensor clip_module_gradients(torch::nn::Module& module, torch::optim::Optimizer& optimizer,
                                       c10::optional<double> clip_val,

@@ -53,7 +53,11 @@ class Options {
   // ambiguous between std::string and std::vector<int>).
   Options& devices(std::initializer_list<int> ids);
   Options& num_nodes(int count);
-  // "ddp" | "auto" | "single_device" (alias "single-device")
+  // "ddp" | "auto" | "single_device" (alias "single-device") | "zero2"
+  // (aliases "zero", "deepspeed", "deepspeed_stage_2": optimizer state and
+  // gradients sharded across ranks) | "zero1" (alias "deepspeed_stage_1":
+  // optimizer state sharded). Parameter sharding ("fsdp",
+  // "deepspeed_stage_3") is not available in C++ and is rejected.
   Options& strategy(std::string value);
   // "32-true" (alias "32"), "64-true" ("64"), "16-mixed" ("16"),
   // "bf16-mixed" ("bf16"), "16-true", "bf16-true"
@@ -70,8 +74,20 @@ class Options {
     return *this;
   }
   const GradScalerOptions& grad_scaler() const noexcept { return grad_scaler_; }
-  // Rendezvous and collective timeout; default 30 minutes.
+  // Rendezvous and collective timeout; default 30 minutes. A collective
+  // that waits longer for another rank throws std::runtime_error saying so.
   Options& timeout(std::chrono::milliseconds value);
+  // DDP (and "zero1"/"zero2"): the gradient bucket size in MiB (PyTorch's
+  // default 25; the first bucket stays at most 1 MiB), must be > 0.
+  Options& bucket_cap_mb(double value);
+  // DDP (and "zero1"): parameters that a backward may not reach are marked
+  // ready by a graph search before each backward, as PyTorch's
+  // find_unused_parameters=True (costs a traversal per step). Without it, a
+  // parameter without a gradient makes the next backward throw.
+  Options& find_unused_parameters(bool value) {
+    find_unused_parameters_ = value;
+    return *this;
+  }
 
   // Where log()/log_dict() write (rank 0 only), e.g.
   //   .loggers({std::make_shared<fabric::CSVLogger>("logs")})  or
@@ -92,7 +108,7 @@ class Options {
   Options& override_from_environment();
 
   // Canonical values: accelerator "cpu"/"cuda"/"auto"; strategy
-  // "auto"/"ddp"/"single_device"; precision "32-true", "64-true",
+  // "auto"/"ddp"/"single_device"/"zero1"/"zero2"; precision "32-true", "64-true",
   // "16-mixed", "bf16-mixed", "16-true", "bf16-true".
   const std::string& accelerator() const noexcept { return accelerator_; }
   const DeviceSelection& devices() const noexcept { return devices_; }
@@ -100,6 +116,8 @@ class Options {
   const std::string& strategy() const noexcept { return strategy_; }
   const std::string& precision() const noexcept { return precision_; }
   std::chrono::milliseconds timeout() const noexcept { return timeout_; }
+  double bucket_cap_mb() const noexcept { return bucket_cap_mb_; }
+  bool find_unused_parameters() const noexcept { return find_unused_parameters_; }
   const std::vector<std::shared_ptr<Logger>>& loggers() const noexcept { return loggers_; }
 
  private:
@@ -109,6 +127,8 @@ class Options {
   std::string strategy_ = "auto";
   std::string precision_ = "32-true";
   std::chrono::milliseconds timeout_ = std::chrono::minutes(30);
+  double bucket_cap_mb_ = 25.0;
+  bool find_unused_parameters_ = false;
   std::vector<std::shared_ptr<Logger>> loggers_;
   GradScalerOptions grad_scaler_;
 };

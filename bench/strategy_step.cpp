@@ -1,0 +1,109 @@
+// Per-rank memory and step time of one strategy, for compare_strategies.py:
+//
+//   fabric_bench_strategy --strategy=ddp|zero1|zero2 [--devices=2] [--steps=30]
+//                         [--width=1024] [--layers=6]
+//
+// Trains an MLP of `layers` square Linear layers with Adam (fabric.backward
+// + fabric.step) and prints, for the rank holding the most:
+//   state_bytes     bytes of Adam state tensors (exp_avg, exp_avg_sq)
+//   gradient_bytes  bytes of the gradients held between backward and step
+//   step_ms         mean step time (slowest rank), best of 3 rounds
+// as one line "strategy=... state_bytes=... gradient_bytes=... step_ms=...".
+#include <fabric/fabric.h>
+
+#include <algorithm>
+#include <chrono>
+#include <string>
+
+namespace {
+
+struct DeepMlpImpl : torch::nn::Module {
+  DeepMlpImpl(int64_t width, int layers) {
+    for (int i = 0; i < layers; ++i) {
+      linears.push_back(register_module("linear" + std::to_string(i), torch::nn::Linear(width, width)));
+    }
+  }
+  torch::Tensor forward(torch::Tensor x) {
+    for (auto& linear : linears) x = torch::relu(linear(x));
+    return x;
+  }
+  std::vector<torch::nn::Linear> linears;
+};
+TORCH_MODULE(DeepMlp);
+
+int64_t max_over_ranks(fabric::Fabric& fabric, int64_t value) {
+  return fabric.all_reduce(torch::tensor(value), fabric::ReduceOp::Max).item<int64_t>();
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  std::string strategy = "ddp";
+  int devices = 2;
+  int steps = 30;
+  int64_t width = 1024;
+  int layers = 6;
+  for (int i = 1; i < argc; ++i) {
+    const std::string argument = argv[i];
+    const auto value = argument.substr(argument.find('=') + 1);
+    if (argument.rfind("--strategy=", 0) == 0) strategy = value;
+    if (argument.rfind("--devices=", 0) == 0) devices = std::stoi(value);
+    if (argument.rfind("--steps=", 0) == 0) steps = std::stoi(value);
+    if (argument.rfind("--width=", 0) == 0) width = std::stoll(value);
+    if (argument.rfind("--layers=", 0) == 0) layers = std::stoi(value);
+  }
+  fabric::Fabric fabric(fabric::Options().accelerator("cpu").devices(devices).strategy(strategy));
+  fabric.launch();
+  torch::manual_seed(fabric.global_rank());
+  const auto input = torch::randn({32, width});
+  const auto target = torch::randn({32, width});
+
+  DeepMlp model(width, layers);
+  torch::optim::Adam optimizer(model->parameters(), 1e-4);
+  fabric.setup(model, optimizer);
+  int64_t gradient_bytes = 0;
+  const auto step = [&](bool measure) {
+    optimizer.zero_grad();
+    fabric.backward(torch::mse_loss(model->forward(input), target));
+    if (measure) {
+      gradient_bytes = 0;
+      for (const auto& parameter : model->parameters()) {
+        if (parameter.grad().defined()) gradient_bytes += parameter.grad().numel() * 4;
+      }
+    }
+    fabric.step(optimizer);
+  };
+  step(true);
+  int64_t state_bytes = 0;
+  for (const auto& item : optimizer.state()) {
+    const auto& state = static_cast<const torch::optim::AdamParamState&>(*item.second);
+    state_bytes += (state.exp_avg().numel() + state.exp_avg_sq().numel()) * 4;
+  }
+
+  double best = 1e9;
+  for (int round = 0; round < 3; ++round) {
+    for (int i = 0; i < 3; ++i) step(false);
+    fabric.barrier("bench start");
+    const auto start = std::chrono::steady_clock::now();
+    for (int i = 0; i < steps; ++i) step(false);
+    fabric.barrier("bench end");
+    const double elapsed =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / steps;
+    best = std::min(best, fabric.all_reduce(torch::tensor(elapsed, torch::kDouble),
+                                            fabric::ReduceOp::Max)
+                              .item<double>());
+  }
+  const int64_t parameter_bytes = [&] {
+    int64_t bytes = 0;
+    for (const auto& parameter : model->parameters()) bytes += parameter.numel() * 4;
+    return bytes;
+  }();
+  const int64_t state_max = max_over_ranks(fabric, state_bytes);
+  const int64_t gradient_max = max_over_ranks(fabric, gradient_bytes);
+  fabric.printf("strategy=%s ranks=%d parameter_bytes=%lld state_bytes=%lld gradient_bytes=%lld "
+                "step_ms=%.3f\n",
+                fabric.options().strategy().c_str(), fabric.world_size(),
+                static_cast<long long>(parameter_bytes), static_cast<long long>(state_max),
+                static_cast<long long>(gradient_max), 1e3 * best);
+  return 0;
+}

@@ -1,0 +1,142 @@
+// How a Fabric spreads training over its processes. Fabric (fabric.cpp)
+// owns the process group, precision, the loss scaler and checkpoints; a
+// Strategy decides what happens to a set-up model's gradients around
+// backward, how an optimizer steps, and how optimizer state is gathered for
+// a checkpoint and spread again after loading one.
+//
+//   single_device  nothing to do (one process)
+//   ddp            one c10d::Reducer per model: bucketed gradient all-reduce
+//                  overlapped with backward (PyTorch's DDP)
+//   zero1, zero2   ZeRO-style sharding: every trained parameter has one owner
+//                  rank, which alone holds its optimizer state (and, zero2,
+//                  its gradient after backward) and updates it; fabric.step()
+//                  then broadcasts each parameter from its owner
+//
+// Fabric calls the collective hooks (setup_module, before/after_backward,
+// agree_any, step, gather_optimizer_state) on every rank in the same order,
+// inside its collective() wrapper.
+#pragma once
+
+#include "c10d_compat.h"
+
+#include <fabric/options.h>
+
+#include <torch/torch.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace fabric {
+namespace detail {
+
+// What every strategy may read; filled by the Fabric (group at launch()).
+struct StrategyContext {
+  Options options;
+  std::string strategy;              // resolved name: "ddp", "zero2", ...
+  c10d_compat::ProcessGroupPtr group;  // null with one process
+  int rank = 0;
+  int world_size = 1;
+  torch::Device device{torch::kCPU};
+};
+
+// A set-up model that a backward's graph reaches; `synchronized` is false
+// under no_backward_sync (gradients then accumulate locally).
+struct ReachedModel {
+  const torch::nn::Module* module;
+  bool synchronized;
+};
+
+using NamedParameters = std::vector<std::pair<std::string, at::Tensor>>;
+
+class Strategy {
+ public:
+  explicit Strategy(const StrategyContext& context) : context_(context) {}
+  virtual ~Strategy() = default;
+  Strategy(const Strategy&) = delete;
+  Strategy& operator=(const Strategy&) = delete;
+
+  // `module` is on its device with rank 0's values; `trained` are its
+  // parameters that require grad, with their names. Called once per model.
+  virtual void setup_module(const torch::nn::Module& module, const NamedParameters& trained) {
+    (void)module;
+    (void)trained;
+  }
+  // Throws std::invalid_argument for an optimizer the strategy cannot run.
+  virtual void setup_optimizer(torch::optim::Optimizer& optimizer) { (void)optimizer; }
+
+  // Whether backward() must find out which set-up models the loss reaches.
+  virtual bool needs_reached_models() const { return false; }
+  // Around loss.backward(), in one collective.
+  virtual void before_backward(const std::vector<ReachedModel>& models, const at::Tensor& loss) {
+    (void)models;
+    (void)loss;
+  }
+  virtual void after_backward(const std::vector<ReachedModel>& models) { (void)models; }
+
+  // Whether a model's gradients after backward are partial per rank (each
+  // rank holds only its own parameters'); clip_gradients then combines the
+  // ranks' partial norms.
+  virtual bool shards_gradients() const { return false; }
+  // True on every rank if `value` is true on any rank (a collective where
+  // gradients are sharded; with replicated gradients every rank already
+  // computed the same value).
+  virtual bool agree_any(bool value) { return value; }
+
+  // optimizer.step(closure); the sharded strategies step only the owned
+  // parameters and broadcast them afterwards.
+  virtual at::Tensor step(torch::optim::Optimizer& optimizer,
+                          const torch::optim::Optimizer::LossClosure& closure) {
+    return optimizer.step(closure);
+  }
+  // Throws std::logic_error, naming `call`, when a set-up model was changed
+  // behind the strategy's back (sharded: optimizer.step() instead of
+  // fabric.step(optimizer)).
+  virtual void check_in_sync(const char* call) { (void)call; }
+  // A set-up model's values were overwritten from a checkpoint.
+  virtual void module_loaded(const torch::nn::Module& module) { (void)module; }
+
+  // Collective. Afterwards rank 0's `optimizer` holds the whole state (the
+  // format a ddp checkpoint has); the returned function undoes that (call
+  // it on every rank; it may be empty).
+  virtual std::function<void()> gather_optimizer_state(torch::optim::Optimizer& optimizer) {
+    (void)optimizer;
+    return {};
+  }
+  // `optimizer` was loaded with the whole state: drop what this rank does
+  // not own.
+  virtual void optimizer_loaded(torch::optim::Optimizer& optimizer) { (void)optimizer; }
+
+ protected:
+  const StrategyContext& context_;
+};
+
+// "single_device", "ddp", "zero1" or "zero2" (resolved names).
+std::unique_ptr<Strategy> make_strategy(const StrategyContext& context);
+
+// DDP's gradient synchronization; also the all-reduce of "zero1".
+class DdpStrategy : public Strategy {
+ public:
+  explicit DdpStrategy(const StrategyContext& context);
+  ~DdpStrategy() override;
+  void setup_module(const torch::nn::Module& module, const NamedParameters& trained) override;
+  bool needs_reached_models() const override { return !reducers_.empty(); }
+  void before_backward(const std::vector<ReachedModel>& models, const at::Tensor& loss) override;
+
+ private:
+  struct ModelReducer {
+    const torch::nn::Module* module = nullptr;
+    std::unique_ptr<c10d::Reducer> reducer;
+  };
+  std::vector<ModelReducer> reducers_;
+};
+
+std::unique_ptr<Strategy> make_sharded_strategy(const StrategyContext& context, int stage);
+
+// DDP's bucket sizes for `options` (bytes): the first bucket, the others.
+std::pair<size_t, size_t> bucket_bytes(const Options& options);
+
+} // namespace detail
+} // namespace fabric
