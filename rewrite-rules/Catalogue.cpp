@@ -8,9 +8,11 @@ std::vector<Rule> buildCatalogue(const FabricOptions& options) {
   return {
       makeInsertFabricRule(options),   makeLaunchRule(options),
       makeSetupRule(options),          makeSetupDataLoaderRule(options),
+      makeBatchToDeviceRule(options),
       makeCudaGuardRule(options),      makeDeviceMoveRule(options),
       makeDeviceVariableRule(options), makeBackwardRule(options),
-      makeRankZeroPrintRule(options),  makeCheckpointRule(options),
+      makeRankZeroPrintRule(options),  makeRankZeroFileRule(options),
+      makeCheckpointRule(options),
       makeDataParallelRule(options),   makeThreadFabricRule(options),
       makeHardcodedDeviceRule(options),
       makeCudaRuntimeRule(options),    makeManualAllReduceRule(options),

@@ -1,4 +1,5 @@
 #include "Edits.h"
+#include "Matchers.h"
 
 #include "clang/AST/ASTContext.h"
 #include "clang/AST/Stmt.h"
@@ -32,24 +33,61 @@ Stencil indentOf(RangeSelector selector) {
   });
 }
 
-// The first statement of a block, its indentation, and whether it starts
-// its own line.
+// Where the Fabric goes in main: the first statement after the argument
+// parsing main starts with (statements that read argc/argv and touch
+// nothing of LibTorch), so `--help` and bad flags need no processes.
 struct TopOfBlock {
   SourceLocation insertAt;  // start of its line (above its comments), or the statement
   std::string indent;
   bool onOwnLine = false;
 };
 
-static llvm::Expected<TopOfBlock> topOfBlock(const ast_matchers::MatchFinder::MatchResult& result,
-                                             const std::string& id) {
+namespace {
+
+// Whether `statement` names a declaration of LibTorch (torch::, at::, c10::).
+bool touchesLibTorch(const Stmt& statement, ASTContext& context) {
+  using namespace ast_matchers;
+  auto use = match::libTorchUse();
+  return !ast_matchers::match(stmt(anyOf(use, hasDescendant(use))), statement, context).empty();
+}
+
+// The number of leading statements of main's body that parse arguments.
+size_t argumentParsingStatements(const CompoundStmt& body, ASTContext& context) {
+  const FunctionDecl* main = nullptr;
+  for (const DynTypedNode& parent : context.getParents(body))
+    if (const auto* function = parent.get<FunctionDecl>()) main = function;
+  if (!main || !main->isMain() || main->getNumParams() == 0) return 0;
+  using namespace ast_matchers;
+  auto argument = declRefExpr(to(parmVarDecl(hasAncestor(functionDecl(isMain())))));
+  size_t parsing = 0, index = 0;
+  for (const Stmt* statement : body.body()) {
+    if (touchesLibTorch(*statement, context)) break;
+    ++index;
+    if (!ast_matchers::match(stmt(anyOf(argument, hasDescendant(argument))), *statement, context).empty())
+      parsing = index;
+  }
+  // Nothing would be left to run after the Fabric: keep it at the top.
+  return parsing == body.size() ? 0 : parsing;
+}
+
+}  // namespace
+
+static llvm::Expected<TopOfBlock> fabricPlace(const ast_matchers::MatchFinder::MatchResult& result,
+                                              const std::string& id) {
   const auto* body = result.Nodes.getNodeAs<CompoundStmt>(id);
   if (!body || body->body_empty())
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    "'" + id + "' is not a non-empty compound statement");
   const SourceManager& sm = *result.SourceManager;
-  SourceLocation begin = sm.getExpansionLoc(body->body_front()->getBeginLoc());
+  size_t skip = argumentParsingStatements(*body, *result.Context);
+  const Stmt* first = body->body_begin()[skip];
+  SourceLocation begin = sm.getExpansionLoc(first->getBeginLoc());
   auto [file, offset] = sm.getDecomposedLoc(begin);
-  unsigned braceOffset = sm.getDecomposedLoc(sm.getExpansionLoc(body->getLBracLoc())).second;
+  // Text before `first` on its line must be whitespace; the statement before
+  // it (or the brace) ends the region its leading comments may occupy.
+  SourceLocation previousEnd =
+      skip == 0 ? body->getLBracLoc() : body->body_begin()[skip - 1]->getEndLoc();
+  unsigned floorOffset = sm.getDecomposedLoc(sm.getExpansionLoc(previousEnd)).second;
   llvm::StringRef text = sm.getBufferData(file);
   auto lineStartOf = [&](unsigned at) {
     size_t nl = text.rfind('\n', at == 0 ? 0 : at - 1);
@@ -57,16 +95,16 @@ static llvm::Expected<TopOfBlock> topOfBlock(const ast_matchers::MatchFinder::Ma
   };
   TopOfBlock top;
   unsigned lineStart = lineStartOf(offset);
-  top.onOwnLine = lineStart > braceOffset && text.slice(lineStart, offset).trim().empty();
+  top.onOwnLine = lineStart > floorOffset && text.slice(lineStart, offset).trim().empty();
   top.indent = text.slice(lineStart, offset).str();
   if (!top.onOwnLine) {
     top.insertAt = begin;
     return top;
   }
   // Comment lines right above the statement belong to it: insert above them.
-  while (lineStart > braceOffset + 1) {
+  while (lineStart > floorOffset + 1) {
     unsigned previous = lineStartOf(lineStart - 1);
-    if (previous <= braceOffset) break;
+    if (previous <= floorOffset) break;
     if (!text.slice(previous, lineStart - 1).trim().starts_with("//")) break;
     lineStart = previous;
   }
@@ -74,19 +112,19 @@ static llvm::Expected<TopOfBlock> topOfBlock(const ast_matchers::MatchFinder::Ma
   return top;
 }
 
-RangeSelector firstStatement(std::string id) {
+RangeSelector fabricInsertionPoint(std::string id) {
   return [id](const ast_matchers::MatchFinder::MatchResult& result)
              -> llvm::Expected<CharSourceRange> {
-    llvm::Expected<TopOfBlock> top = topOfBlock(result, id);
+    llvm::Expected<TopOfBlock> top = fabricPlace(result, id);
     if (!top) return top.takeError();
     return CharSourceRange::getCharRange(top->insertAt, top->insertAt);
   };
 }
 
-Stencil topStatement(std::string id, std::string statement) {
+Stencil fabricInsertionStatement(std::string id, std::string statement) {
   return run([id, statement](const ast_matchers::MatchFinder::MatchResult& result)
                  -> llvm::Expected<std::string> {
-    llvm::Expected<TopOfBlock> top = topOfBlock(result, id);
+    llvm::Expected<TopOfBlock> top = fabricPlace(result, id);
     if (!top) return top.takeError();
     // Continuation lines keep their place relative to the block's indentation.
     std::string text = statement;

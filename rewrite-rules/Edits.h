@@ -15,12 +15,14 @@ namespace fabricize::edits {
 // The leading whitespace of the line on which `selector`'s range begins.
 clang::transformer::Stencil indentOf(clang::transformer::RangeSelector selector);
 
-// Where a statement inserted at the top of the block bound to `id` goes: the
-// start of the first statement's line (above the comments that lead it), or
-// the statement itself when it shares a line with the brace.
-clang::transformer::RangeSelector firstStatement(std::string id);
+// Where the Fabric (and its launch) go in the body bound to `id`: the start
+// of the first statement's line (above the comments that lead it), or the
+// statement itself when it shares a line with the brace. In main, the
+// leading statements that parse argc/argv without touching LibTorch come
+// first.
+clang::transformer::RangeSelector fabricInsertionPoint(std::string id);
 // `statement` laid out for that place: its own line, indented like the block.
-clang::transformer::Stencil topStatement(std::string id, std::string statement);
+clang::transformer::Stencil fabricInsertionStatement(std::string id, std::string statement);
 
 // The name under which the Fabric is reachable where the rule matched: a
 // local fabric::Fabric, a parameter, a data member of the enclosing class,

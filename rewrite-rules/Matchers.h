@@ -4,8 +4,11 @@
 #pragma once
 
 #include "clang/AST/ASTContext.h"
+#include "clang/AST/DeclTemplate.h"
 #include "clang/ASTMatchers/ASTMatchFinder.h"
 #include "clang/ASTMatchers/ASTMatchers.h"
+
+#include <functional>
 
 namespace fabricize::match {
 
@@ -109,9 +112,30 @@ AST_MATCHER(clang::FunctionDecl, mainFileDeclaresNoFabric) {
   return true;
 }
 
+// Declared in torch::, at:: or c10::. (Through the declaration contexts: the
+// parent map covers only the source's own declarations.)
+AST_MATCHER(clang::Decl, isLibTorchDeclaration) {
+  const clang::NamespaceDecl* outermost = nullptr;
+  for (const clang::DeclContext* c = Node.getDeclContext(); c; c = c->getParent())
+    if (const auto* ns = llvm::dyn_cast<clang::NamespaceDecl>(c)) outermost = ns;
+  if (!outermost) return false;
+  llvm::StringRef name = outermost->getName();
+  return name == "torch" || name == "at" || name == "c10";
+}
+// An expression or declaration that names something of LibTorch.
+inline StatementMatcher libTorchUse() {
+  auto torchDecl = decl(isLibTorchDeclaration());
+  auto torchType = qualType(hasUnqualifiedDesugaredType(recordType(hasDeclaration(torchDecl))));
+  return stmt(anyOf(declRefExpr(to(torchDecl)), memberExpr(member(torchDecl)),
+                    cxxConstructExpr(hasDeclaration(torchDecl)), expr(hasType(torchType)),
+                    declStmt(has(varDecl(hasType(torchType))))));
+}
+
+// main of a training program: it uses LibTorch (a second executable of the
+// project, a data converter say, gets no Fabric).
 inline DeclarationMatcher mainNeedingFabric() {
   return functionDecl(isMain(), isDefinition(), hasBody(compoundStmt(has(stmt()))),
-                      mainFileDeclaresNoFabric());
+                      hasBody(hasDescendant(libTorchUse())), mainFileDeclaresNoFabric());
 }
 
 // A class that trains (it holds an optimizer) but has no Fabric yet: the
@@ -168,11 +192,49 @@ inline StatementMatcher fabricSetupOf(Matcher<clang::ValueDecl> decl) {
   return cxxMemberCallExpr(callee(cxxMethodDecl(hasName("setup"), ofClass(fabricClass()))),
                            hasArgument(0, moduleNamed(decl)));
 }
+// A module type: a ModuleHolder, a Module, or a shared_ptr to one.
+inline bool isModuleType(clang::QualType type) {
+  const auto* record = type.getNonReferenceType()->getAsCXXRecordDecl();
+  if (!record || !record->hasDefinition()) return false;
+  if (const auto* spec = llvm::dyn_cast<clang::ClassTemplateSpecializationDecl>(record))
+    if (spec->getQualifiedNameAsString() == "std::shared_ptr" && spec->getTemplateArgs().size() > 0)
+      return isModuleType(spec->getTemplateArgs()[0].getAsType());
+  std::function<bool(const clang::CXXRecordDecl&)> derives = [&](const clang::CXXRecordDecl& r) {
+    std::string name = r.getQualifiedNameAsString();
+    if (name == "torch::nn::Module" || name == "torch::nn::ModuleHolder") return true;
+    if (!r.hasDefinition()) return false;
+    for (const clang::CXXBaseSpecifier& base : r.getDefinition()->bases())
+      if (const auto* parent = base.getType()->getAsCXXRecordDecl())
+        if (derives(*parent)) return true;
+    return false;
+  };
+  return derives(*record);
+}
+
+// The one module member of a class that holds an optimizer (a Trainer): the
+// model it trains, which the Fabric sets up where the class is constructed.
+// With several module members (a frozen teacher, say) none is assumed.
+AST_MATCHER(clang::FieldDecl, isSoleModuleOfTrainingClass) {
+  if (!isModuleType(Node.getType())) return false;
+  int modules = 0;
+  bool holdsOptimizer = false;
+  for (const clang::FieldDecl* field : Node.getParent()->fields()) {
+    modules += isModuleType(field->getType());
+    if (!clang::ast_matchers::match(fieldDecl(hasType(valueOrReference(optimizerType()))), *field,
+                                    Finder->getASTContext())
+             .empty())
+      holdsOptimizer = true;
+  }
+  return holdsOptimizer && modules == 1;
+}
+
 // The module bound to `id` is trained in this function (an optimizer holds
-// its parameters) or already set up: Fabric's setup owns its device.
+// its parameters), already set up, or the model a training class holds:
+// Fabric's setup owns its device.
 inline auto isSetUpModule(const std::string& id) {
-  return hasAncestor(functionDecl(anyOf(hasDescendant(optimizerOver(equalsBoundNode(id))),
-                                        hasDescendant(fabricSetupOf(equalsBoundNode(id))))));
+  return anyOf(hasAncestor(functionDecl(anyOf(hasDescendant(optimizerOver(equalsBoundNode(id))),
+                                              hasDescendant(fabricSetupOf(equalsBoundNode(id)))))),
+               on(moduleNamed(fieldDecl(isSoleModuleOfTrainingClass()))));
 }
 
 // --- Data loaders and their batches -----------------------------------------

@@ -14,6 +14,8 @@ Rule makeDeviceMoveRule(const FabricOptions&);
 Rule makeDeviceVariableRule(const FabricOptions&);
 Rule makeBackwardRule(const FabricOptions&);
 Rule makeRankZeroPrintRule(const FabricOptions&);
+Rule makeRankZeroFileRule(const FabricOptions&);
+Rule makeBatchToDeviceRule(const FabricOptions&);
 Rule makeCheckpointRule(const FabricOptions&);
 Rule makeHardcodedDeviceRule(const FabricOptions&);
 Rule makeDataParallelRule(const FabricOptions&);

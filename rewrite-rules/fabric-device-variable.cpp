@@ -75,10 +75,38 @@ Rule makeDeviceVariableRule(const FabricOptions&) {
     return isUnused(result) ? "device variable no longer used: the Fabric owns device placement"
                             : "the device is the one the Fabric assigned to this rank";
   });
+  // `device_(cuda ? kCUDA : kCPU)` among the member initialisers of a class
+  // that trains (fabric-thread-fabric passes it the Fabric as `fabric`).
+  auto deviceInit = cxxCtorInitializer(
+      isWritten(), forField(fieldDecl(hasType(recordNamed("::c10::Device")))),
+      withInitializer(ignoringImplicit(cxxConstructExpr(
+          unless(indexedDevice()),
+          hasArgument(0, expr().bind("first")), unless(hasArgument(0, spelledAs(fabricDeviceCall()))),
+          unless(hasDescendant(fabricDeviceCall())), unless(hasDescendant(indexedDevice())),
+          unless(hasDescendant(stringLiteral(isIndexedCudaDevice())))))));
+  auto memberCtor = cxxConstructorDecl(
+      isDefinition(), unless(isInstantiated()),
+      ofClass(anyOf(classNeedingFabric(), has(fieldDecl(hasType(valueOrReference(fabricType())))))),
+      forEachConstructorInitializer(deviceInit));
+  // The member the class keeps the Fabric in (fabric-thread-fabric adds it
+  // first, so it is initialised before the device).
+  Stencil ctorFabricDevice = run([](const MatchFinder::MatchResult& result) -> llvm::Expected<std::string> {
+    const auto* ctor = result.Nodes.getNodeAs<CXXConstructorDecl>("ctor");
+    for (const FieldDecl* field : ctor->getParent()->fields())
+      if (const auto* record = field->getType().getNonReferenceType()->getAsCXXRecordDecl())
+        if (record->getQualifiedNameAsString() == "fabric::Fabric") return field->getName().str() + ".device()";
+    return edits::threadedMemberName(*ctor->getParent()) + ".device()";
+  });
   return {"fabric-device-variable", "4",
           "A local torch::Device variable becomes fabric.device(), or is removed when every use "
-          "of it was a device move the other rules removed.",
-          RuleKind::Rewrite, makeRule(constructed, removeOrRedirect, explain)};
+          "of it was a device move the other rules removed; a torch::Device member initialised in "
+          "a training class's constructor becomes fabric.device().",
+          RuleKind::Rewrite,
+          applyFirst<std::string>({
+              makeRule(constructed, removeOrRedirect, explain),
+              makeRule(memberCtor.bind("ctor"), changeTo(node("first"), ctorFabricDevice),
+                       cat("the device is the one the Fabric assigned to this rank")),
+          })};
 }
 
 }  // namespace fabricize

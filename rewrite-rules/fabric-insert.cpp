@@ -1,4 +1,5 @@
-// Step 1: construct the Fabric at the top of main, and include its header.
+// Step 1: construct the Fabric at the top of main (after the argument parsing
+// main starts with), and include its header.
 #include "Edits.h"
 #include "Matchers.h"
 #include "RuleFactories.h"
@@ -13,12 +14,13 @@ Rule makeInsertFabricRule(const FabricOptions& options) {
       functionDecl(mainNeedingFabric(), hasBody(compoundStmt().bind("body")))
           .bind("main");
   return {"fabric-insert", "1",
-          "Construct fabric::Fabric at the top of main with the chosen options and include "
+          "Construct fabric::Fabric at the top of main (after the argument parsing it starts "
+          "with) with the chosen options and include "
           "<fabric/fabric.h>.",
           RuleKind::Rewrite,
           makeRule(mainWithoutFabric,
-                   {insertBefore(edits::firstStatement("body"),
-                                 edits::topStatement("body", edits::fabricDeclaration(options))),
+                   {insertBefore(edits::fabricInsertionPoint("body"),
+                                 edits::fabricInsertionStatement("body", edits::fabricDeclaration(options))),
                     addInclude(node("main"), "fabric/fabric.h", IncludeFormat::Angled)},
                    cat("construct the Fabric at the top of main"))};
 }

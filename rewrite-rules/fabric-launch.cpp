@@ -24,7 +24,7 @@ Rule makeLaunchRule(const FabricOptions&) {
           RuleKind::Rewrite,
           applyFirst<std::string>(
               {makeRule(mainWithoutFabric,
-                        insertBefore(edits::firstStatement("body"), edits::topStatement("body", "fabric.launch();")),
+                        insertBefore(edits::fabricInsertionPoint("body"), edits::fabricInsertionStatement("body", "fabric.launch();")),
                         cat("launch the processes before anything touches a device")),
                makeRule(unlaunchedFabric,
                         insertAfter(node("decl"), cat("\n", edits::indentOf(node("decl")),

@@ -1,6 +1,7 @@
 #include "EditSet.h"
 
 #include <algorithm>
+#include <regex>
 #include <sstream>
 
 namespace fabricize {
@@ -151,11 +152,22 @@ bool includeInsertion(const std::string& text, const std::string& header, TextEd
   return true;
 }
 
+bool refersToRuntime(const std::string& replacement) {
+  // `fabric.x`, `fabric_.x`, `trainer_fabric.x`, `fabric::Options`.
+  static const std::regex use("fabric_?(\\.|::)");
+  return std::regex_search(replacement, use);
+}
+
 std::string renderFixed(const std::string& original, const std::vector<TextEdit>& edits, bool wantsInclude,
-                        std::vector<EditConflict>* conflicts, std::vector<TextEdit>* applied) {
+                        std::vector<EditConflict>* conflicts, std::vector<TextEdit>* applied,
+                        bool includedThroughHeader) {
   // Migrate, lint --fix and the LSP all render through here.
   MergedEdits merged = mergeEdits(original, edits);
-  if (!merged.edits.empty() || wantsInclude) {
+  // A rule's own request (main's Fabric) always counts; a use of the runtime
+  // does unless a project header the file includes brings it already.
+  bool usesRuntime = false;
+  for (const TextEdit& e : merged.edits) usesRuntime = usesRuntime || refersToRuntime(e.replacement);
+  if (wantsInclude || (usesRuntime && !includedThroughHeader)) {
     TextEdit include;
     if (includeInsertion(original, "fabric/fabric.h", include)) {
       include.ruleId = "fabric-insert";

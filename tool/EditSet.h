@@ -44,13 +44,19 @@ bool includeInsertion(const std::string& text, const std::string& header, TextEd
 // CRLF in the inserted text too.
 void matchLineEndings(const std::string& text, std::vector<TextEdit>& edits);
 
+// Whether inserted text uses the runtime (`fabric.backward(`, `fabric_.`,
+// `fabric::Options`): only then does a file need <fabric/fabric.h>.
+bool refersToRuntime(const std::string& replacement);
+
 // The migrate result for `original` from the given edits, the way
 // `fabricize --stdout` renders it: merged, with the Fabric include added
-// when anything changes, line endings matched. Conflicts and the merged
-// edits that were applied are returned on request.
+// when a rule asked for it, or when an edit uses the runtime and no project
+// header the file includes brings it (`includedThroughHeader`), line
+// endings matched. Conflicts and the merged edits that were applied are
+// returned on request.
 std::string renderFixed(const std::string& original, const std::vector<TextEdit>& edits, bool wantsInclude,
                         std::vector<EditConflict>* conflicts = nullptr,
-                        std::vector<TextEdit>* applied = nullptr);
+                        std::vector<TextEdit>* applied = nullptr, bool includedThroughHeader = false);
 
 // 1-based line and column of `offset` in `text`.
 void lineAndColumn(const std::string& text, unsigned offset, unsigned& line, unsigned& column);

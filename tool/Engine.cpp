@@ -12,6 +12,11 @@
 #include "clang/Basic/Diagnostic.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
+#include "llvm/Support/VirtualFileSystem.h"
+
+#include <atomic>
+#include <mutex>
+#include <thread>
 
 namespace fabricize {
 
@@ -24,6 +29,14 @@ std::string realPath(llvm::StringRef path) {
   llvm::SmallString<256> real;
   if (llvm::sys::fs::real_path(path, real)) return path.str();
   return std::string(real);
+}
+
+// A file's real path as its translation unit resolved it: names relative to
+// the compile command's directory resolve there, not in this process's
+// working directory (each worker's file system has its own).
+std::string realPathOf(FileEntryRef entry) {
+  llvm::StringRef real = entry.getFileEntry().tryGetRealPathName();
+  return real.empty() ? realPath(entry.getName()) : realPath(real);
 }
 
 bool isUnder(const std::string& path, const std::string& root) {
@@ -107,7 +120,7 @@ class RuleCallback : public MatchFinder::MatchCallback {
   }
   std::string pathOf(const SourceManager& sm, FileID file) {
     auto entry = sm.getFileEntryRefForID(file);
-    return entry ? realPath(entry->getName()) : std::string();
+    return entry ? realPathOf(*entry) : std::string();
   }
   FileResult& fileResult(const SourceManager& sm, FileID file, const std::string& path) {
     auto [it, inserted] = out_.files.try_emplace(path);
@@ -163,7 +176,8 @@ class OwnDeclarationsConsumer : public ASTConsumer {
 // parse must not be half-migrated.
 class RecordingAction : public ASTFrontendAction {
  public:
-  RecordingAction(MatchFinder& finder, bool& failed) : finder_(finder), failed_(failed) {}
+  RecordingAction(MatchFinder& finder, bool& failed, const std::string& root, std::set<std::string>& read)
+      : finder_(finder), failed_(failed), root_(root), read_(read) {}
   std::unique_ptr<ASTConsumer> CreateASTConsumer(CompilerInstance&, llvm::StringRef) override {
     return std::make_unique<OwnDeclarationsConsumer>(finder_);
   }
@@ -171,40 +185,104 @@ class RecordingAction : public ASTFrontendAction {
   // cannot be loaded never gets here, and counts as a failure.
   void EndSourceFileAction() override {
     if (!getCompilerInstance().getDiagnostics().hasErrorOccurred()) failed_ = false;
+    // The project's files this TU read: a mirrored output tree needs them.
+    const SourceManager& sm = getCompilerInstance().getSourceManager();
+    for (auto it = sm.fileinfo_begin(); it != sm.fileinfo_end(); ++it) {
+      std::string path = realPathOf(it->first);
+      if (isUnder(path, root_)) read_.insert(path);
+    }
   }
 
  private:
   MatchFinder& finder_;
   bool& failed_;
+  const std::string& root_;
+  std::set<std::string>& read_;
 };
+
+// One translation unit through the catalogue.
+EngineResult runOne(const std::vector<Rule>& catalogue, const tooling::CompilationDatabase& database,
+                    const std::string& source, const std::optional<std::string>& pch,
+                    const EngineOptions& options);
 
 }  // namespace
 
 EngineResult runRules(const std::vector<Rule>& catalogue,
                       const tooling::CompilationDatabase& database,
                       const std::vector<std::string>& sources, const EngineOptions& options) {
-  EngineResult total;
+  // PCHs first, one source at a time: two workers must not build the same one.
+  std::vector<std::optional<std::string>> pchs;
   for (const std::string& source : sources) {
-    EngineResult perSource;
-    std::vector<std::unique_ptr<RuleCallback>> callbacks;
-    MatchFinder finder;
-    for (size_t i = 0; i < catalogue.size(); ++i) {
-      callbacks.push_back(std::make_unique<RuleCallback>(catalogue[i], i, options, perSource));
-      for (const auto& matcher : transformer::detail::buildMatchers(catalogue[i].rule))
-        finder.addDynamicMatcher(matcher, callbacks.back().get());
+    auto commands = database.getCompileCommands(source);
+    pchs.push_back(commands.empty() ? std::nullopt : torchPchFor(source, commands.front(), options.pch));
+  }
+  std::vector<EngineResult> perSource(sources.size());
+  std::atomic<size_t> next{0}, started{0};
+  std::mutex progressLock;
+  auto work = [&]() {
+    for (size_t i = next++; i < sources.size(); i = next++) {
+      if (options.progress) {
+        std::lock_guard<std::mutex> lock(progressLock);
+        options.progress(++started, sources.size(), sources[i]);
+      }
+      perSource[i] = runOne(catalogue, database, sources[i], pchs[i], options);
     }
+  };
+  unsigned workers = std::max(1u, std::min<unsigned>(options.jobs, static_cast<unsigned>(sources.size())));
+  std::vector<std::thread> threads;
+  for (unsigned w = 1; w < workers; ++w) threads.emplace_back(work);
+  work();
+  for (std::thread& t : threads) t.join();
+
+  // Merged in source order, so the result does not depend on -j.
+  EngineResult total;
+  for (size_t i = 0; i < sources.size(); ++i) {
+    EngineResult& one = perSource[i];
+    total.failedSources.insert(total.failedSources.end(), one.failedSources.begin(), one.failedSources.end());
+    if (!one.failedSources.empty()) continue;
+    total.projectFiles.insert(one.projectFiles.begin(), one.projectFiles.end());
+    for (auto& [path, result] : one.files) {
+      auto [it, inserted] = total.files.try_emplace(path, std::move(result));
+      if (!inserted) {  // a header seen from several TUs: merged later
+        it->second.wantsInclude |= result.wantsInclude;
+        for (auto& e : result.edits) it->second.edits.push_back(std::move(e));
+      }
+    }
+    for (auto& m : one.matches) {
+      bool seen = false;
+      for (const RuleMatch& n : total.matches)
+        seen = seen || (n.ruleId == m.ruleId && n.file == m.file && n.line == m.line && n.column == m.column);
+      if (!seen) total.matches.push_back(std::move(m));
+    }
+    for (auto& f : one.findings) {
+      bool seen = false;
+      for (const Finding& g : total.findings)
+        seen = seen || (g.ruleId == f.ruleId && g.file == f.file && g.line == f.line && g.column == f.column);
+      if (!seen) total.findings.push_back(std::move(f));
+    }
+  }
+  return total;
+}
+
+namespace {
+
+EngineResult runOne(const std::vector<Rule>& catalogue, const tooling::CompilationDatabase& database,
+                    const std::string& source, const std::optional<std::string>& pch,
+                    const EngineOptions& options) {
+  {
+    EngineResult perSource;
     // With a PCH first; a PCH the compiler rejects (headers changed since)
     // falls back to a plain parse.
-    std::optional<std::string> pch;
-    auto commands = database.getCompileCommands(source);
-    if (!commands.empty()) pch = torchPchFor(source, commands.front(), options.pch);
     bool failed = true;
     CountingSilentDiagConsumer quiet;
     for (bool usePch : {true, false}) {
       if (usePch && !pch) continue;
       perSource = EngineResult();
       failed = true;  // until the action reports a clean parse
-      tooling::ClangTool tool(database, {source});
+      // Its own working directory: ClangTool changes it to the command's, and
+      // the process-wide one is shared by the workers.
+      tooling::ClangTool tool(database, {source}, std::make_shared<PCHContainerOperations>(),
+                              llvm::vfs::createPhysicalFileSystem());
       if (!options.resourceDir.empty())
         tool.appendArgumentsAdjuster(tooling::getInsertArgumentAdjuster(
             ("-resource-dir=" + options.resourceDir).c_str(), tooling::ArgumentInsertPosition::BEGIN));
@@ -216,43 +294,38 @@ EngineResult runRules(const std::vector<Rule>& catalogue,
       if (usePch) {
         // A stale PCH is not the user's error: stay quiet and retry plainly.
         tool.setDiagnosticConsumer(&quiet);
+        tool.setPrintErrorMessage(false);
+      }
+      std::vector<std::unique_ptr<RuleCallback>> callbacks;
+      MatchFinder finder;
+      for (size_t i = 0; i < catalogue.size(); ++i) {
+        callbacks.push_back(std::make_unique<RuleCallback>(catalogue[i], i, options, perSource));
+        for (const auto& matcher : transformer::detail::buildMatchers(catalogue[i].rule))
+          finder.addDynamicMatcher(matcher, callbacks.back().get());
       }
       struct Factory : tooling::FrontendActionFactory {
         MatchFinder& finder;
         bool& failed;
-        Factory(MatchFinder& f, bool& x) : finder(f), failed(x) {}
+        const std::string& root;
+        std::set<std::string>& read;
+        Factory(MatchFinder& f, bool& x, const std::string& r, std::set<std::string>& files)
+            : finder(f), failed(x), root(r), read(files) {}
         std::unique_ptr<FrontendAction> create() override {
-          return std::make_unique<RecordingAction>(finder, failed);
+          return std::make_unique<RecordingAction>(finder, failed, root, read);
         }
-      } factory(finder, failed);
+      } factory(finder, failed, options.projectRoot, perSource.projectFiles);
       if (tool.run(&factory) != 0) failed = true;  // e.g. a compile command that cannot run
       if (!failed) break;
     }
     if (failed) {
-      total.failedSources.push_back(source);
-      continue;
+      EngineResult broken;
+      broken.failedSources.push_back(source);
+      return broken;
     }
-    for (auto& [path, result] : perSource.files) {
-      auto [it, inserted] = total.files.try_emplace(path, std::move(result));
-      if (!inserted) {  // a header seen from several TUs: merged later
-        it->second.wantsInclude |= result.wantsInclude;
-        for (auto& e : result.edits) it->second.edits.push_back(std::move(e));
-      }
-    }
-    for (auto& m : perSource.matches) {
-      bool seen = false;
-      for (const RuleMatch& n : total.matches)
-        seen = seen || (n.ruleId == m.ruleId && n.file == m.file && n.line == m.line && n.column == m.column);
-      if (!seen) total.matches.push_back(std::move(m));
-    }
-    for (auto& f : perSource.findings) {
-      bool seen = false;
-      for (const Finding& g : total.findings)
-        seen = seen || (g.ruleId == f.ruleId && g.file == f.file && g.line == f.line && g.column == f.column);
-      if (!seen) total.findings.push_back(std::move(f));
-    }
+    return perSource;
   }
-  return total;
 }
+
+}  // namespace
 
 }  // namespace fabricize

@@ -8,7 +8,9 @@
 
 #include "clang/Tooling/CompilationDatabase.h"
 
+#include <functional>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -44,6 +46,9 @@ struct EngineOptions {
   std::vector<std::string> extraArguments;  // appended to every compile command
   std::string resourceDir;                 // Clang's builtin headers
   PchOptions pch;                          // a cached LibTorch PCH; empty cacheDir: none
+  unsigned jobs = 1;                       // translation units parsed at once
+  // Called before each translation unit starts: (1-based index, count, path).
+  std::function<void(size_t, size_t, const std::string&)> progress;
 };
 
 struct EngineResult {
@@ -51,6 +56,7 @@ struct EngineResult {
   std::vector<Finding> findings;  // report-only matches, macro skips, internal errors
   std::vector<RuleMatch> matches;  // every match, each once even when seen from several TUs
   std::vector<std::string> failedSources;   // did not parse: nothing may be written
+  std::set<std::string> projectFiles;       // every file under the root a TU read (sources, headers)
 };
 
 EngineResult runRules(const std::vector<Rule>& catalogue,

@@ -4,6 +4,7 @@
 //
 // Exit codes: 0 migrated, 1 migrated with findings a person must read,
 // 2 error (nothing written).
+#include "BuildFiles.h"
 #include "Diff.h"
 #include "EditSet.h"
 #include "Engine.h"
@@ -19,8 +20,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include <functional>
 #include <map>
 #include <set>
+#include <thread>
 
 using namespace fabricize;
 namespace cl = llvm::cl;
@@ -67,6 +70,13 @@ cl::opt<std::string> pchCache("pch-cache",
                               cl::value_desc("dir"), cl::cat(category));
 cl::opt<bool> noPch("no-pch", cl::desc("Parse without a precompiled LibTorch header"), cl::cat(category));
 cl::opt<bool> verbose("verbose", cl::desc("Say what is being done"), cl::cat(category));
+cl::opt<bool> allSources("all", cl::desc("Migrate every source of the compilation database given "
+                                         "with -p (headers they include come along)"),
+                         cl::cat(category));
+cl::opt<unsigned> jobs("j", cl::desc("Translation units parsed at once (default: the machine's cores)"),
+                       cl::value_desc("N"), cl::init(0), cl::cat(category));
+cl::opt<bool> backup("backup", cl::desc("With -i: keep each edited file's original as <file>.orig"),
+                     cl::cat(category));
 
 constexpr int kMigrated = 0, kFindings = 1, kError = 2;
 
@@ -131,6 +141,26 @@ bool findingComment(const std::string& text, const Finding& finding, TextEdit& o
   return true;
 }
 
+// The project files `path` includes with `#include "..."`, resolved
+// against its directory.
+std::vector<std::string> quotedIncludes(const std::string& path, const std::string& text) {
+  std::vector<std::string> headers;
+  std::string dir = llvm::sys::path::parent_path(path).str();
+  size_t at = 0;
+  while ((at = text.find("#include", at)) != std::string::npos) {
+    size_t lineEnd = text.find('\n', at);
+    std::string line = text.substr(at, lineEnd == std::string::npos ? std::string::npos : lineEnd - at);
+    at += 8;
+    size_t open = line.find('"');
+    size_t close = open == std::string::npos ? open : line.find('"', open + 1);
+    if (close == std::string::npos) continue;
+    llvm::SmallString<256> header(dir);
+    llvm::sys::path::append(header, line.substr(open + 1, close - open - 1));
+    if (llvm::sys::fs::is_regular_file(header)) headers.push_back(absolutePath(std::string(header)));
+  }
+  return headers;
+}
+
 std::string cmakeFor(const std::vector<std::string>& relativeSources) {
   std::string target = llvm::sys::path::stem(relativeSources.front()).str();
   std::string text =
@@ -188,13 +218,36 @@ int main(int argc, const char** argv) {
       llvm::outs() << rule.id << "\t" << rule.step << "\t" << rule.summary << "\n";
     return kMigrated;
   }
-  if (sources.empty()) return fail("no source files given (see --help)");
+  if (allSources && !sources.empty()) return fail("--all migrates the database's sources: give no source files");
+  if (allSources && buildPath.empty()) return fail("--all needs -p <build dir> (its compile_commands.json lists the sources)");
+  if (!allSources && sources.empty()) return fail("no source files given (see --help)");
+  if (backup && !inPlace) return fail("--backup goes with -i");
   int modes = !outputDir.empty() + inPlace + toStdout + showDiff;
   if (modes != 1) return fail("choose exactly one output: -o <dir>, -i, --stdout or --diff");
-  if (toStdout && sources.size() != 1) return fail("--stdout takes exactly one source file");
+  if (toStdout && (allSources || sources.size() != 1)) return fail("--stdout takes exactly one source file");
   if (emitCMake && outputDir.empty()) return fail("--emit-cmake needs -o <dir>");
 
+  // Compile commands: after `--`, from -p, found next to the sources, or
+  // LibTorch's defaults.
+  std::string error;
+  std::unique_ptr<clang::tooling::CompilationDatabase> database =
+      explicitDatabase(sawDashDash, compilerFlags, buildPath, error);
+  if (!error.empty()) return fail(error);
+
   std::vector<std::string> files;
+  if (allSources) {
+    std::set<std::string> listed;
+    for (const std::string& f : database->getAllFiles())
+      if (llvm::sys::fs::is_regular_file(f)) listed.insert(absolutePath(f));
+    files.assign(listed.begin(), listed.end());
+    if (!projectRoot.empty()) {
+      std::string chosen = absolutePath(projectRoot);
+      files.erase(std::remove_if(files.begin(), files.end(),
+                                 [&](const std::string& f) { return !isUnderOrEqual(f, chosen); }),
+                  files.end());
+    }
+    if (files.empty()) return fail(buildPath + "/compile_commands.json lists no source that exists");
+  }
   for (const std::string& s : sources) {
     if (!llvm::sys::fs::is_regular_file(s)) return fail(s + ": no such file");
     files.push_back(absolutePath(s));
@@ -210,17 +263,22 @@ int main(int argc, const char** argv) {
                   ": choose a directory outside the input tree (or use -i)");
   }
 
-  // Compile commands: after `--`, from -p, found next to the sources, or
-  // LibTorch's defaults.
-  std::string error;
-  std::unique_ptr<clang::tooling::CompilationDatabase> database =
-      explicitDatabase(sawDashDash, compilerFlags, buildPath, error);
-  if (!error.empty()) return fail(error);
   if (!database) database = databaseFor(files.front());
+
+  // The project's build files, and --emit-cmake only where there are none.
+  std::vector<std::string> buildFiles = cmakeListsFor(files, root);
+  if (emitCMake && !buildFiles.empty())
+    return fail("--emit-cmake: the project has its own " + buildFiles.front() +
+                ", which fabricize migrates; drop --emit-cmake");
 
   EngineOptions engineOptions = engineOptionsFor(root, argv[0], !noPch);
   if (!noPch && !pchCache.empty()) engineOptions.pch.cacheDir = pchCache;
   engineOptions.pch.verbose = verbose;
+  engineOptions.jobs = jobs ? jobs : std::max(1u, std::thread::hardware_concurrency());
+  if (!quiet && files.size() > 1)
+    engineOptions.progress = [&root](size_t index, size_t count, const std::string& path) {
+      llvm::errs() << "fabricize: [" << index << "/" << count << "] " << relativeTo(path, root) << "\n";
+    };
   EngineResult result = runRules(catalogue, *database, files, engineOptions);
   if (!result.failedSources.empty()) {
     for (const std::string& f : result.failedSources)
@@ -249,14 +307,50 @@ int main(int argc, const char** argv) {
         TextEdit comment;
         if (findingComment(file->second.original, f, comment)) file->second.edits.push_back(comment);
       }
-  for (auto& [path, file] : result.files) {
-    Rendered r;
-    r.text = renderFixed(file.original, file.edits, file.wantsInclude, &r.merged.conflicts, &r.merged.edits);
+  // A file gets <fabric/fabric.h> unless a project header it includes brings
+  // it (trainer.cpp includes trainer.h, which gets it for its member).
+  std::map<std::string, bool> bringsFabric;  // path -> its migrated text includes the runtime
+  std::function<bool(const std::string&)> providesFabric = [&](const std::string& path) -> bool {
+    if (auto known = bringsFabric.find(path); known != bringsFabric.end()) return known->second;
+    bringsFabric[path] = false;  // an include cycle ends here
+    bool through = false;
+    std::string text;
+    auto file = result.files.find(path);
+    if (file != result.files.end()) text = file->second.original;
+    else if (!readFile(path, text)) return false;
+    for (const std::string& header : quotedIncludes(path, text))
+      if (isUnderOrEqual(header, root) && providesFabric(header)) through = true;
+    bool provides = through;
+    if (file != result.files.end()) {
+      Rendered r;
+      r.text = renderFixed(file->second.original, file->second.edits, file->second.wantsInclude,
+                           &r.merged.conflicts, &r.merged.edits, through);
+      provides = provides || r.text.find("<fabric/fabric.h>") != std::string::npos;
+      rendered[path] = std::move(r);
+    } else {
+      provides = provides || text.find("<fabric/fabric.h>") != std::string::npos;
+    }
+    return bringsFabric[path] = provides;
+  };
+  for (auto& [path, file] : result.files) providesFabric(path);
+  for (auto& [path, r] : rendered)
     for (const EditConflict& c : r.merged.conflicts)
       findings.push_back({c.dropped.ruleId, path, c.dropped.line, c.dropped.column,
                           "edit dropped: it overlaps an edit of " + c.kept.ruleId +
                               "; review this line by hand"});
-    rendered.emplace(path, std::move(r));
+  // Build files: edited as text, reported like the sources.
+  for (const std::string& path : buildFiles) {
+    FileResult build;
+    if (!readFile(path, build.original)) return fail("cannot read " + path);
+    BuildFileMigration migration = migrateCMakeLists(build.original);
+    for (const BuildFileMigration::Note& note : migration.notes)
+      findings.push_back({kCMakeRuleId, path, note.line, 1, note.message});
+    Rendered r;
+    r.merged = mergeEdits(build.original, migration.edits);
+    matchLineEndings(build.original, r.merged.edits);
+    r.text = applyEdits(build.original, r.merged.edits);
+    result.files[path] = std::move(build);
+    rendered[path] = std::move(r);
   }
 
   // Write.
@@ -270,14 +364,40 @@ int main(int argc, const char** argv) {
       llvm::outs() << unifiedDiff(original, r.merged.edits, "a/" + relative, "b/" + relative);
     }
   } else {
+    // Every backup before any edit, and none when one would be overwritten:
+    // a refusal leaves the tree as it was.
+    if (backup) {
+      for (const auto& [path, r] : rendered)
+        if (!r.merged.edits.empty() && llvm::sys::fs::exists(path + ".orig"))
+          return fail(path + ".orig exists: move it away, or run without --backup");
+      for (const auto& [path, r] : rendered) {
+        if (r.merged.edits.empty()) continue;
+        std::string problem = writeFileAtomically(path + ".orig", result.files.at(path).original);
+        if (!problem.empty()) return fail(problem);
+      }
+    }
     for (const auto& [path, r] : rendered) {
-      bool isInput = std::find(files.begin(), files.end(), path) != files.end();
-      if (inPlace && r.merged.edits.empty()) continue;
-      if (!isInput && r.merged.edits.empty()) continue;
+      if (r.merged.edits.empty()) continue;
       std::string target = inPlace ? path : outRoot + "/" + relativeTo(path, root);
       std::string problem = writeFileAtomically(target, r.text);
       if (!problem.empty()) return fail(problem);
       written.push_back(target);
+    }
+    // -o mirrors the project: the inputs, the project headers they read and
+    // the build files, edited or not, so the output tree builds on its own.
+    if (!inPlace) {
+      std::set<std::string> mirrored(files.begin(), files.end());
+      mirrored.insert(result.projectFiles.begin(), result.projectFiles.end());
+      mirrored.insert(buildFiles.begin(), buildFiles.end());
+      for (const std::string& path : mirrored) {
+        if (auto r = rendered.find(path); r != rendered.end() && !r->second.merged.edits.empty()) continue;
+        std::string text;
+        if (!readFile(path, text)) return fail("cannot read " + path);
+        std::string target = outRoot + "/" + relativeTo(path, root);
+        std::string problem = writeFileAtomically(target, text);
+        if (!problem.empty()) return fail(problem);
+        written.push_back(target);
+      }
     }
     if (emitCMake) {
       std::vector<std::string> relativeSources;

@@ -75,3 +75,35 @@ int main() {
   auto in_macro = TO_GPU(noise);
   return 0;
 }
+
+// A training class (it holds the optimizer) with one module member: that is
+// the model main sets up, so its move goes. With a second module member (a
+// frozen teacher) no member is assumed to be the trained one.
+// CHECK: {{^}}  explicit Trainer(fabric::Fabric& fabric, Net model, torch::optim::Optimizer& optimizer, torch::Device device)
+// CHECK-NEXT: {{^}}      : fabric_(fabric), model_(model), optimizer_(optimizer) {
+// CHECK-NEXT: {{^}}  }
+class Trainer {
+ public:
+  explicit Trainer(Net model, torch::optim::Optimizer& optimizer, torch::Device device)
+      : model_(model), optimizer_(optimizer) {
+    model_->to(device);
+  }
+
+ private:
+  Net model_;
+  torch::optim::Optimizer& optimizer_;
+};
+// CHECK: {{^}}    student_->to(fabric_.device());
+// CHECK-NEXT: {{^}}    teacher_->to(fabric_.device());
+class Distiller {
+ public:
+  Distiller(Net student, Net teacher, torch::optim::Optimizer& optimizer, torch::Device device)
+      : student_(student), teacher_(teacher), optimizer_(optimizer) {
+    student_->to(device);
+    teacher_->to(device);
+  }
+
+ private:
+  Net student_, teacher_;
+  torch::optim::Optimizer& optimizer_;
+};

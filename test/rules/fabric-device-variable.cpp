@@ -1,6 +1,8 @@
-// RUN: %migrate %s -- %flags > %t.cpp
+// RUN: %migrate %s -- %flags > %t.cpp 2> %t.err; test $? -eq 1
 // RUN: FileCheck %s --input-file=%t.cpp
-// RUN: %migrate %t.cpp -- %flags | diff -u %t.cpp -
+// RUN: FileCheck %s --input-file=%t.err --check-prefix=MSG
+// RUN: %migrate %t.cpp -- %flags > %t2.cpp 2> /dev/null; test $? -eq 1
+// RUN: diff -u %t.cpp %t2.cpp
 #include <torch/torch.h>
 
 struct NetImpl : torch::nn::Module {
@@ -37,6 +39,29 @@ void evaluate(fabric::Fabric& fabric) {
   auto x = torch::zeros({2}, torch::TensorOptions().device(device));
   auto y = torch::ones({2}, second);
 }
+
+// A training class (it holds the optimizer): its device member is the
+// Fabric's device. The Fabric is threaded in first (fabric-thread-fabric).
+// CHECK: {{^}}  Trainer(fabric::Fabric& fabric, Net model, torch::optim::Optimizer& optimizer)
+// CHECK-NEXT: {{^}}      : fabric_(fabric), model_(model),
+// CHECK-NEXT: {{^}}        optimizer_(optimizer),
+// CHECK-NEXT: {{^}}        device_(fabric_.device()),
+// CHECK-NEXT: {{^}}        fixed_(torch::kCUDA, 1) {}
+class Trainer {
+ public:
+  Trainer(Net model, torch::optim::Optimizer& optimizer)
+      : model_(model),
+        optimizer_(optimizer),
+        device_(torch::cuda::is_available() ? torch::kCUDA : torch::kCPU),
+        fixed_(torch::kCUDA, 1) {}
+  // MSG: fabric-device-variable.cpp:[[@LINE-1]]:9: warning: hard-coded device index{{.*}}[fabric-hardcoded-device]
+
+ private:
+  Net model_;
+  torch::optim::Optimizer& optimizer_;
+  torch::Device device_;
+  torch::Device fixed_;  // a fixed index is a person's decision (fabric-hardcoded-device)
+};
 
 // A Fabric already lives in this file, so main gets none and is not migrated.
 // CHECK: {{^}}int main() {

@@ -21,9 +21,14 @@
 // CHECK: {{^}}int helper() { return 1; }
 int helper() { return 1; }
 
-// The Fabric is constructed and launched at the top of main, above the
-// comment that belongs to the first statement.
+// The Fabric is constructed and launched at the top of main, after the
+// argument parsing main starts with (it reads argv and touches nothing of
+// LibTorch), above the comment that belongs to the first statement.
 // CHECK: {{^}}int main(int argc, char** argv) {
+// CHECK-NEXT: {{^  }}int epochs = 3;
+// CHECK-NEXT: {{^  }}for (int i = 1; i < argc; ++i) {
+// CHECK-NEXT: {{^    }}if (std::string(argv[i]) == "--epochs") epochs = std::stoi(argv[++i]);
+// CHECK-NEXT: {{^  }}}
 // CHECK-NEXT: {{^  }}fabric::Fabric fabric(fabric::Options().accelerator("auto").devices("auto"){{$}}
 // CHECK-NEXT: {{^                            }}.strategy("ddp").precision("32-true"));
 // CHECK-NEXT: {{^  }}fabric.launch();
@@ -33,7 +38,17 @@ int helper() { return 1; }
 // OPTS-NEXT: {{^                            }}.strategy("ddp").precision("32-true"));
 // LIST: {{^  }}fabric::Fabric fabric(fabric::Options().accelerator("auto").devices("0,2"){{$}}
 int main(int argc, char** argv) {
+  int epochs = 3;
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--epochs") epochs = std::stoi(argv[++i]);
+  }
   // Seed first.
   torch::manual_seed(0);
-  return helper();
+  return helper() + epochs;
 }
+
+// When main touches LibTorch before (or while) it reads its arguments, the
+// Fabric goes first.
+// RUN: %migrate %S/Inputs/insert-after-devices/main.cpp -- %flags | FileCheck %s --check-prefix=FIRST
+// FIRST: {{^}}int main(int argc, char** argv) {
+// FIRST-NEXT: {{^  }}fabric::Fabric fabric(

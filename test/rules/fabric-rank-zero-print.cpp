@@ -13,6 +13,7 @@ void banner() { std::cout << "hello\n"; }
 // Errors stay visible on every rank.
 // CHECK-NEXT: {{^    }}std::cerr << "warning\n";
 int main() {
+  torch::manual_seed(0);
   for (int epoch = 0; epoch < 2; ++epoch) {
     std::cout << "epoch " << epoch << std::endl;
     std::printf("loss %.4f\n", 0.5);

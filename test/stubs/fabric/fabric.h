@@ -4,10 +4,12 @@
 
 #include <torch/torch.h>
 
+#include <fstream>
 #include <ostream>
 #include <string>
 
 namespace fabric {
+template <class T> T to_device(const T& value, const torch::Device& device);
 class Options {
  public:
   Options& accelerator(std::string value);
@@ -40,6 +42,7 @@ class Fabric {
   std::unique_ptr<DataLoader<Dataset, Sampler>> setup_dataloader(Dataset dataset, size_t batch_size);
   std::ostream& print();
   int printf(const char* format, ...);
+  std::ofstream rank_zero_ofstream(const std::string& path, std::ios::openmode mode = std::ios::out) const;
   template <class T> void save(const std::string& path, const T& value);
   template <class T> void load(const std::string& path, T& value);
 };

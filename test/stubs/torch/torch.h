@@ -230,11 +230,18 @@ std::unique_ptr<StatelessDataLoader<Dataset, Sampler>> make_data_loader(Dataset 
                                                                          Sampler sampler,
                                                                          DataLoaderOptions options);
 namespace transforms {
-template <class T = Example<>> struct Stack {};
+template <class T = Example<>> struct Stack {
+  using OutputBatchType = T;
+};
+template <class Output, class Input = std::vector<Output>> struct Collation {
+  using OutputBatchType = Output;
+  virtual ~Collation() = default;
+  virtual Output apply_batch(Input input) = 0;
+};
 }  // namespace transforms
 namespace datasets {
 template <class Source, class Transform> struct MapDataset {
-  using BatchType = Example<>;
+  using BatchType = typename Transform::OutputBatchType;
 };
 template <class Self, class SingleExample = Example<>> class Dataset {
  public:

@@ -1,0 +1,67 @@
+// Log files go through rank zero: N ranks opening one `std::ofstream` would
+// write N copies into it, and each later open truncates what rank 0 wrote.
+// The stream is opened by fabric.rank_zero_ofstream(), which opens the file
+// on global rank 0 and /dev/null elsewhere; the writes stay as they are.
+#include "Edits.h"
+#include "Matchers.h"
+#include "RuleFactories.h"
+
+namespace fabricize {
+
+using namespace clang::transformer;
+using namespace match;
+
+namespace {
+
+auto outputFileStream() { return recordNamed("::std::basic_ofstream"); }
+
+// What fabricize already wrote: `fabric.rank_zero_ofstream(...)`.
+auto rankZeroOpen() {
+  return cxxMemberCallExpr(
+      callee(cxxMethodDecl(hasName("rank_zero_ofstream"), ofClass(fabricClass()))));
+}
+
+// The mode when the user wrote one, else the path: a defaulted mode is not
+// in the source.
+auto lastSpelledArgument() {
+  return anyOf(hasArgument(1, expr(unless(cxxDefaultArgExpr())).bind("last")),
+               hasArgument(0, expr().bind("last")));
+}
+
+}  // namespace
+
+Rule makeRankZeroFileRule(const FabricOptions&) {
+  // `std::ofstream log(path[, mode])`, also as a member initialiser
+  // `log_(config.log_path)`. The copy/move constructor (one argument of the
+  // stream's own type) is not an open.
+  auto opened = cxxConstructExpr(
+      hasType(outputFileStream()), hasArgument(0, expr().bind("first")),
+      lastSpelledArgument(),
+      unless(hasArgument(0, hasType(outputFileStream()))),
+      unless(hasArgument(0, spelledAs(rankZeroOpen()))),
+      unless(hasArgument(0, hasDescendant(rankZeroOpen()))),
+      unless(isInTemplateInstantiation()), inFabricScope());
+  // `log.open(path[, mode]);` on its own line.
+  auto reopened = cxxMemberCallExpr(
+      callee(cxxMethodDecl(hasName("open"), ofClass(cxxRecordDecl(hasName("::std::basic_ofstream"))))),
+      on(expr().bind("stream")), hasArgument(0, expr().bind("first")),
+      lastSpelledArgument(),
+      isWholeStatement(), unless(isInTemplateInstantiation()), inFabricScope());
+  auto explain = cat("the file is written by global rank 0 only (other ranks write to /dev/null), so "
+                     "ranks do not write copies or truncate rank 0's file");
+  auto wrapped = [](Stencil prefix) {
+    return cat(prefix, edits::fabricMember("rank_zero_ofstream("), encloseNodes("first", "last"),
+               ")");
+  };
+  return {"fabric-rank-zero-file", "+",
+          "A std::ofstream opened in training code (a loss log, a CSV of metrics) is opened through "
+          "fabric.rank_zero_ofstream(path): the file on global rank 0, /dev/null elsewhere.",
+          RuleKind::Rewrite,
+          applyFirst<std::string>({
+              makeRule(opened, changeTo(encloseNodes("first", "last"), wrapped(cat(""))), explain),
+              makeRule(reopened.bind("call"),
+                       changeTo(node("call"), wrapped(cat(node("stream"), " = "))), explain),
+          })};
+}
+
+}  // namespace fabricize

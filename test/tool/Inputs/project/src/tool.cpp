@@ -1,0 +1,2 @@
+// Not a training program: nothing to migrate.
+int main() { return 0; }

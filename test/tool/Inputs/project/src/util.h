@@ -1,0 +1,3 @@
+#pragma once
+// Read by the sources, edited by no rule: still mirrored under -o.
+inline int epochs() { return 2; }
