@@ -11,6 +11,7 @@ std::vector<Rule> buildCatalogue(const FabricOptions& options) {
       makeBatchToDeviceRule(options),
       makeCudaGuardRule(options),      makeDeviceMoveRule(options),
       makeDeviceVariableRule(options), makeBackwardRule(options),
+      makeStepRule(options),
       makeRankZeroPrintRule(options),  makeRankZeroFileRule(options),
       makeCheckpointRule(options),
       makeDataParallelRule(options),   makeThreadFabricRule(options),

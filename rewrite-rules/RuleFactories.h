@@ -13,6 +13,7 @@ Rule makeCudaGuardRule(const FabricOptions&);
 Rule makeDeviceMoveRule(const FabricOptions&);
 Rule makeDeviceVariableRule(const FabricOptions&);
 Rule makeBackwardRule(const FabricOptions&);
+Rule makeStepRule(const FabricOptions&);
 Rule makeRankZeroPrintRule(const FabricOptions&);
 Rule makeRankZeroFileRule(const FabricOptions&);
 Rule makeBatchToDeviceRule(const FabricOptions&);

@@ -146,7 +146,23 @@ class RuleCallback : public MatchFinder::MatchCallback {
 
 // Swallows diagnostics (of an attempt that will be retried) but still counts
 // errors, so the attempt is known to have failed.
-class CountingSilentDiagConsumer : public DiagnosticConsumer {};
+// It also notices when the PCH itself was the problem (a header changed
+// since it was built), so the PCH is rebuilt rather than skipped forever.
+class CountingSilentDiagConsumer : public DiagnosticConsumer {
+ public:
+  void HandleDiagnostic(DiagnosticsEngine::Level level, const Diagnostic& info) override {
+    DiagnosticConsumer::HandleDiagnostic(level, info);
+    if (level < DiagnosticsEngine::Error) return;
+    llvm::SmallString<256> message;
+    info.FormatDiagnostic(message);
+    if (llvm::StringRef(message).contains("precompiled header")) stalePch = true;
+  }
+  bool stalePch = false;
+};
+
+// Stale PCHs rebuilt in this run, once each even when several workers saw it.
+std::mutex rebuildLock;
+std::set<std::string> rebuiltPchs;
 
 // Matches only the declarations the source itself parsed (not what came
 // from a PCH or a system header): that is what makes a PCH pay off, as
@@ -275,8 +291,22 @@ EngineResult runOne(const std::vector<Rule>& catalogue, const tooling::Compilati
     // falls back to a plain parse.
     bool failed = true;
     CountingSilentDiagConsumer quiet;
-    for (bool usePch : {true, false}) {
-      if (usePch && !pch) continue;
+    std::optional<std::string> usablePch = pch;
+    for (int attempt : {0, 1, 2}) {  // PCH, rebuilt PCH (if it was stale), plain
+      bool usePch = attempt < 2;
+      if (usePch && !usablePch) continue;
+      if (attempt == 1) {
+        if (!quiet.stalePch) continue;
+        std::lock_guard<std::mutex> lock(rebuildLock);
+        if (rebuiltPchs.insert(*usablePch).second) {
+          llvm::sys::fs::remove(*usablePch);
+          auto commands = database.getCompileCommands(source);
+          usablePch = commands.empty() ? std::nullopt : torchPchFor(source, commands.front(), options.pch);
+          if (!usablePch) continue;
+        }
+        quiet.stalePch = false;
+      }
+      const std::optional<std::string>& pch = usablePch;
       perSource = EngineResult();
       failed = true;  // until the action reports a clean parse
       // Its own working directory: ClangTool changes it to the command's, and
@@ -287,7 +317,8 @@ EngineResult runOne(const std::vector<Rule>& catalogue, const tooling::Compilati
         tool.appendArgumentsAdjuster(tooling::getInsertArgumentAdjuster(
             ("-resource-dir=" + options.resourceDir).c_str(), tooling::ArgumentInsertPosition::BEGIN));
       std::vector<std::string> extra = options.extraArguments;
-      if (usePch) extra.insert(extra.end(), {"-include-pch", *pch});
+      // No "N errors generated." from an attempt that will be retried.
+      if (usePch) extra.insert(extra.end(), {"-include-pch", *pch, "-fno-caret-diagnostics"});
       if (!extra.empty())
         tool.appendArgumentsAdjuster(
             tooling::getInsertArgumentAdjuster(extra, tooling::ArgumentInsertPosition::END));

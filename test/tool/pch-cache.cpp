@@ -1,5 +1,6 @@
-// The LibTorch PCH is built once per flag set, reused, and a broken one is
-// never fatal: the tool parses without it and the result is the same.
+// The LibTorch PCH is built once per flag set, reused, rebuilt when a header
+// it covers changed, and a broken one is never fatal: the tool parses without
+// it and the result is the same.
 // RUN: rm -rf %t && mkdir -p %t/cache
 // RUN: %fabricize --pch-cache %t/cache --stdout %s -- %flags > %t/first.cpp
 // RUN: ls %t/cache | FileCheck %s --check-prefix=BUILT
@@ -15,6 +16,16 @@
 // RUN: %fabricize --pch-cache %t/cache --stdout %s -- %flags -DEXTRA=1 > /dev/null
 // RUN: ls %t/cache/*.pch | wc -l | FileCheck %s --check-prefix=TWO
 // TWO: 2
+// A header changed since the PCH was built: rebuilt, silently, same result.
+// RUN: mkdir -p %t/stale && cp -r %S/../stubs %t/stale/stubs
+// RUN: %fabricize --quiet --pch-cache %t/stale --stdout %s -- -std=c++17 -isystem %t/stale/stubs > %t/stale-first.cpp
+// RUN: cp %t/stale/*.pch %t/stale-old.pch
+// RUN: echo '// changed' >> %t/stale/stubs/torch/torch.h && touch -d '+1 minute' %t/stale/stubs/torch/torch.h
+// RUN: %fabricize --quiet --pch-cache %t/stale --stdout %s -- -std=c++17 -isystem %t/stale/stubs > %t/stale-second.cpp 2> %t/stale.err
+// RUN: count 0 < %t/stale.err
+// RUN: diff %t/stale-first.cpp %t/stale-second.cpp
+// RUN: not cmp -s %t/stale-old.pch %t/stale/*.pch
+// RUN: %fabricize --quiet --pch-cache %t/stale --stdout %s -- -std=c++17 -isystem %t/stale/stubs 2>&1 > /dev/null | count 0
 #include <torch/torch.h>
 
 int main() {

@@ -5,6 +5,7 @@
 #include <torch/torch.h>
 
 #include <fstream>
+#include <functional>
 #include <ostream>
 #include <string>
 
@@ -40,6 +41,8 @@ class Fabric {
                                                                  torch::data::DataLoaderOptions options);
   template <class Sampler = torch::data::samplers::RandomSampler, class Dataset>
   std::unique_ptr<DataLoader<Dataset, Sampler>> setup_dataloader(Dataset dataset, size_t batch_size);
+  void step(torch::optim::Optimizer& optimizer);
+  torch::Tensor step(torch::optim::Optimizer& optimizer, torch::optim::Optimizer::LossClosure closure);
   std::ostream& print();
   int printf(const char* format, ...);
   std::ofstream rank_zero_ofstream(const std::string& path, std::ios::openmode mode = std::ios::out) const;

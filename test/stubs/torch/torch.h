@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <memory>
@@ -158,8 +159,9 @@ struct OptimizerParamGroup {
 class Optimizer {
  public:
   virtual ~Optimizer();
+  using LossClosure = std::function<Tensor()>;
   void zero_grad();
-  virtual Tensor step();
+  virtual Tensor step(LossClosure closure = nullptr);
 };
 struct SGDOptions {
   SGDOptions(double lr);
