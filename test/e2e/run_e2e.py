@@ -9,6 +9,11 @@ process and on two, and compare.
 
 `prepare` migrates (and checks that migrating again changes nothing), writes
 one CMake project for all programs (one precompiled header) and builds it.
+A program given as a directory is a CMake project of its own (NAME=DIR with
+a CMakeLists.txt): it is configured, migrated whole through its
+compile_commands.json (`fabricize --all -p`, its CMakeLists.txt included),
+and the original and the migrated project are built with their own CMake
+files (one precompiled <torch/torch.h> injected per target, for speed).
 `run` runs one program three ways and checks:
   * 1 process: the same lines as the original, numbers within tolerance;
   * 2 processes: both ranks exit 0, rank 0 alone prints (no line twice),
@@ -73,6 +78,81 @@ def migrate(fabricize, name, source, work, check_pch=False):
     return None
 
 
+# Injected with CMAKE_PROJECT_INCLUDE into a project under test: after its
+# CMakeLists.txt ran, every target compiles through a precompiled LibTorch.
+PCH_INCLUDE = """# Written by test/e2e/run_e2e.py: the test's build speed, not the project's.
+function(_fabric_e2e_precompile)
+  get_property(targets DIRECTORY ${CMAKE_SOURCE_DIR} PROPERTY BUILDSYSTEM_TARGETS)
+  foreach(target ${targets})
+    get_target_property(type ${target} TYPE)
+    if(type STREQUAL "EXECUTABLE" OR type MATCHES "_LIBRARY$")
+      target_precompile_headers(${target} PRIVATE <torch/torch.h>)
+    endif()
+  endforeach()
+endfunction()
+cmake_language(DEFER DIRECTORY ${CMAKE_SOURCE_DIR} CALL _fabric_e2e_precompile)
+"""
+
+
+def configure_and_build(source, build, work, fabric_dir, jobs):
+    include = os.path.join(work, "precompile.cmake")
+    with open(include, "w") as f:
+        f.write(PCH_INCLUDE)
+    configure = run(["cmake", "-S", source, "-B", build, "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release",
+                     "-DCMAKE_EXPORT_COMPILE_COMMANDS=ON", f"-DCMAKE_PROJECT_INCLUDE={include}",
+                     f"-DCMAKE_PREFIX_PATH={os.path.abspath(fabric_dir)}"], capture_output=True, text=True)
+    if configure.returncode != 0:
+        return f"configuring {source} failed:\n{configure.stdout}{configure.stderr}"
+    built = run(["cmake", "--build", build, "-j", str(jobs)], capture_output=True, text=True)
+    if built.returncode != 0:
+        return f"building {source} failed:\n{built.stdout[-6000:]}{built.stderr[-3000:]}"
+    return None
+
+
+def executables(build):
+    found = [os.path.join(build, f) for f in sorted(os.listdir(build))
+             if os.path.isfile(os.path.join(build, f)) and os.access(os.path.join(build, f), os.X_OK)]
+    return found
+
+
+def prepare_project(args, name, source_dir):
+    """Configures, migrates (whole, with -p --all), re-migrates, builds both."""
+    base = os.path.join(args.work, "projects", name)
+    shutil.rmtree(base, ignore_errors=True)
+    original = os.path.join(base, "original")
+    shutil.copytree(source_dir, original)
+    for root, dirs, files in os.walk(original):
+        for entry in dirs + files:
+            path = os.path.join(root, entry)
+            os.chmod(path, os.stat(path).st_mode | 0o200)
+    problem = configure_and_build(original, os.path.join(base, "original-build"), args.work,
+                                  args.fabric_dir, args.jobs)
+    if problem:
+        return None, problem
+    migrated = os.path.join(base, "migrated")
+    result = run([args.fabricize, "--all", "-p", os.path.join(base, "original-build"), "--root", original,
+                  "-o", migrated, "--report", os.path.join(args.work, f"{name}.report.json")],
+                 capture_output=True, text=True)
+    sys.stdout.write(result.stdout + result.stderr)
+    if result.returncode not in (0, 1):
+        return None, f"{name}: fabricize --all exited {result.returncode}"
+    problem = configure_and_build(migrated, os.path.join(base, "migrated-build"), args.work,
+                                  args.fabric_dir, args.jobs)
+    if problem:
+        return None, problem
+    # Idempotence: the migrated project, through its own compile commands.
+    again = run([args.fabricize, "--all", "-p", os.path.join(base, "migrated-build"), "--root", migrated,
+                 "--diff", "--quiet"], capture_output=True, text=True)
+    if again.returncode not in (0, 1) or again.stdout.strip():
+        return None, (f"{name}: migrating the migrated project changed it (not idempotent), exit "
+                      f"{again.returncode}:\n{again.stdout[:4000]}{again.stderr[-2000:]}")
+    before = executables(os.path.join(base, "original-build"))
+    after = executables(os.path.join(base, "migrated-build"))
+    if len(before) != 1 or [os.path.basename(b) for b in before] != [os.path.basename(a) for a in after]:
+        return None, f"{name}: expected one program in each build, found {before} and {after}"
+    return {"original": before[0], "fabric": after[0]}, None
+
+
 def write_project(work, programs):
     lines = [
         "# Generated by test/e2e/run_e2e.py: the originals and their migrations,",
@@ -105,6 +185,20 @@ def prepare(args):
         print("E2E SKIPPED: sources not found: " + ", ".join(missing), flush=True)
         sys.exit(SKIP)
     os.makedirs(args.work, exist_ok=True)
+    binaries = {}
+    projects = {n: s for n, s in programs.items() if os.path.isdir(s)}
+    programs = {n: s for n, s in programs.items() if not os.path.isdir(s)}
+    for name, source_dir in projects.items():
+        started = time.time()
+        paths, problem = prepare_project(args, name, source_dir)
+        if problem:
+            fail(problem)
+        binaries[name] = paths
+        print(f"{name}: configured, migrated, built in {time.time() - started:.1f} s", flush=True)
+    if not programs:
+        with open(os.path.join(args.work, "programs.json"), "w") as f:
+            json.dump(binaries, f)
+        return
     started = time.time()
     with concurrent.futures.ThreadPoolExecutor(max_workers=args.jobs) as pool:
         first = next(iter(programs))
@@ -124,8 +218,11 @@ def prepare(args):
     if run(["cmake", "--build", build, "-j", str(args.jobs)]).returncode != 0:
         fail("building the originals and the migrated programs failed")
     print(f"built in {time.time() - started:.1f} s", flush=True)
+    for name in programs:
+        binaries[name] = {"original": os.path.join(build, f"{name}_original"),
+                          "fabric": os.path.join(build, f"{name}_fabric")}
     with open(os.path.join(args.work, "programs.json"), "w") as f:
-        json.dump(programs, f)
+        json.dump(binaries, f)
 
 
 def execute(binary, cwd, env_extra, timeout, args=()):
@@ -154,10 +251,10 @@ def close(a, b, rtol=1e-4, atol=1e-6):
     return math.isclose(a, b, rel_tol=rtol, abs_tol=atol)
 
 
-def losses(lines):
+def losses(lines, word="loss"):
     values = []
     for line in lines:
-        m = re.search(r"\bloss\s+(" + NUMBER.pattern + ")", line)
+        m = re.search(r"\b" + re.escape(word) + r"\s+(" + NUMBER.pattern + ")", line)
         if m:
             values.append(float(m.group(1)))
     return values
@@ -167,17 +264,17 @@ def run_program(args):
     with open(os.path.join(args.work, "programs.json")) as f:
         programs = json.load(f)
     name = args.program[0]
-    build = os.path.join(args.work, "build")
+    binaries = programs[name]
     runs = os.path.join(args.work, "runs", name)
     shutil.rmtree(runs, ignore_errors=True)
     cpu = {"LT_ACCELERATOR": "cpu"}
 
     argv = args.args
-    original, t_orig = execute(os.path.join(build, f"{name}_original"), os.path.join(runs, "original"), {},
+    original, t_orig = execute(binaries["original"], os.path.join(runs, "original"), {},
                                args.timeout, argv)
     if original.returncode != 0:
         fail(f"{name}: the original program exited {original.returncode}")
-    one, t_one = execute(os.path.join(build, f"{name}_fabric"), os.path.join(runs, "one"),
+    one, t_one = execute(binaries["fabric"], os.path.join(runs, "one"),
                          {**cpu, "LT_DEVICES": "1"}, args.timeout, argv)
     if one.returncode != 0:
         fail(f"{name}: the migrated program on 1 process exited {one.returncode}")
@@ -202,7 +299,7 @@ def run_program(args):
              f"{sorted(os.listdir(os.path.join(runs, 'one')))}")
 
     # 2 processes: both finish, rank 0 alone prints, the loss falls.
-    two, t_two = execute(os.path.join(build, f"{name}_fabric"), os.path.join(runs, "two"),
+    two, t_two = execute(binaries["fabric"], os.path.join(runs, "two"),
                          {**cpu, "LT_DEVICES": "2"}, args.timeout, argv)
     if two.returncode != 0:
         fail(f"{name}: the migrated program on 2 processes exited {two.returncode}")
@@ -216,8 +313,8 @@ def run_program(args):
     unknown = [s for s in shapes if s not in {shape_and_numbers(e)[0] for e in expected}]
     if unknown:
         fail(f"{name}: 2 processes printed lines the original never prints: {unknown}")
-    curve = losses(lines)
-    if len(losses(expected)) >= 2 and len(curve) < 2:
+    curve = losses(lines, args.loss_word)
+    if len(losses(expected, args.loss_word)) >= 2 and len(curve) < 2:
         fail(f"{name}: 2 processes printed {len(curve)} loss values: too few to tell whether the loss "
              f"falls (give the program more epochs with --args)")
     if len(curve) >= 2 and not curve[-1] < curve[0]:
@@ -227,6 +324,22 @@ def run_program(args):
     leftovers = [f for f in os.listdir(os.path.join(runs, "two")) if "tmp" in f]
     if leftovers:
         fail(f"{name}: temporary files left behind: {leftovers}")
+    # Logs: rank 0 alone writes them, so one header and whole rows only, and
+    # about half the original's rows (each rank trains on half the data).
+    for log in [f for f in saved if f.endswith(".csv")]:
+        with open(os.path.join(runs, "original", log)) as f:
+            whole = f.read().splitlines()
+        with open(os.path.join(runs, "two", log)) as f:
+            shared = f.read().splitlines()
+        if not whole or not shared or shared[0] != whole[0] or shared.count(whole[0]) != 1:
+            fail(f"{name}: {log} on 2 processes does not start with the one header {whole[:1]}: {shared[:3]}")
+        columns = whole[0].count(",")
+        torn = [row for row in shared if row.count(",") != columns]
+        if torn:
+            fail(f"{name}: {log} on 2 processes has rows from several writers: {torn[:3]}")
+        rows, expected_rows = len(shared) - 1, (len(whole) - 1 + 1) // 2
+        if not expected_rows - 3 <= rows <= expected_rows + 3:
+            fail(f"{name}: {log} on 2 processes has {rows} rows; rank 0 alone writes about {expected_rows}")
 
     print(f"E2E OK {name}: original {t_orig:.1f} s, 1 process {t_one:.1f} s (max rel diff {worst:.2e}), "
           f"2 processes {t_two:.1f} s, losses {curve[:1]} -> {curve[-1:]}", flush=True)
@@ -246,6 +359,7 @@ def main():
     r.add_argument("--program", action="append", required=True)
     r.add_argument("--timeout", type=int, default=600)
     r.add_argument("--args", nargs="*", default=[], help="arguments for every run of the program")
+    r.add_argument("--loss-word", default="loss", help="the word before the value that must fall")
     args = parser.parse_args()
     if args.command == "prepare":
         prepare(args)
