@@ -283,30 +283,28 @@ EngineResult runRules(const std::vector<Rule>& catalogue,
 namespace {
 
 EngineResult runOne(const std::vector<Rule>& catalogue, const tooling::CompilationDatabase& database,
-                    const std::string& source, const std::optional<std::string>& pch,
+                    const std::string& source, const std::optional<std::string>& cachedPch,
                     const EngineOptions& options) {
-  {
     EngineResult perSource;
     // With a PCH first; a PCH the compiler rejects (headers changed since)
     // falls back to a plain parse.
     bool failed = true;
     CountingSilentDiagConsumer quiet;
-    std::optional<std::string> usablePch = pch;
+    std::optional<std::string> pch = cachedPch;
     for (int attempt : {0, 1, 2}) {  // PCH, rebuilt PCH (if it was stale), plain
       bool usePch = attempt < 2;
-      if (usePch && !usablePch) continue;
+      if (usePch && !pch) continue;
       if (attempt == 1) {
         if (!quiet.stalePch) continue;
         std::lock_guard<std::mutex> lock(rebuildLock);
-        if (rebuiltPchs.insert(*usablePch).second) {
-          llvm::sys::fs::remove(*usablePch);
+        if (rebuiltPchs.insert(*pch).second) {
+          llvm::sys::fs::remove(*pch);
           auto commands = database.getCompileCommands(source);
-          usablePch = commands.empty() ? std::nullopt : torchPchFor(source, commands.front(), options.pch);
-          if (!usablePch) continue;
+          pch = commands.empty() ? std::nullopt : torchPchFor(source, commands.front(), options.pch);
+          if (!pch) continue;
         }
         quiet.stalePch = false;
       }
-      const std::optional<std::string>& pch = usablePch;
       perSource = EngineResult();
       failed = true;  // until the action reports a clean parse
       // Its own working directory: ClangTool changes it to the command's, and
@@ -354,7 +352,6 @@ EngineResult runOne(const std::vector<Rule>& catalogue, const tooling::Compilati
       return broken;
     }
     return perSource;
-  }
 }
 
 }  // namespace
