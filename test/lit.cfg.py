@@ -34,3 +34,14 @@ config.substitutions.append(("%migrate", fabricize + " --stdout --quiet"))
 # fabricize lint, and the python that runs the lint tests' checkers.
 config.substitutions.append(("%lint", fabricize + " lint"))
 config.substitutions.append(("%python", sys.executable))
+# The clang-tidy plugin's tests (test/tidy): clang-tidy 19 and the plugin it
+# loads. test/tidy/lit.local.cfg stops those tests when either is missing.
+clang_tidy = lit_config.params.get("clang_tidy")
+tidy_plugin = lit_config.params.get("tidy_plugin")
+if clang_tidy:
+    config.substitutions.append(("%clang_tidy", os.path.abspath(clang_tidy)))
+if tidy_plugin:
+    config.substitutions.append(("%tidy_plugin", os.path.abspath(tidy_plugin)))
+# lit itself, for the test that lit refuses test/tidy without its params.
+config.substitutions.append(
+    ("%lit", sys.executable + " " + os.path.join(os.path.dirname(os.path.dirname(lit.__file__)), "lit.py")))

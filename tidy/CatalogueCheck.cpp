@@ -1,0 +1,465 @@
+#include "CatalogueCheck.h"
+
+#include "clang-tidy/ClangTidyDiagnosticConsumer.h"
+
+#include "clang/ASTMatchers/ASTMatchFinder.h"
+#include "clang/Basic/SourceManager.h"
+#include "clang/Tooling/Transformer/RewriteRule.h"
+#include "llvm/Support/Regex.h"
+
+#include <cctype>
+#include <cstdint>
+#include <map>
+#include <mutex>
+
+namespace fabricize::tidy {
+
+using namespace clang;
+using namespace clang::ast_matchers;
+
+static_assert(sizeof(size_t) >= 8, "edit keys pack a rule index and a serial number into size_t");
+
+namespace {
+
+// TextEdit::ruleIndex orders insertions at one offset by catalogue position
+// (then, within a rule, by match order: mergeEdits sorts stably). Here it
+// also carries which match the edit came from: rule index in the high 32
+// bits, a per-TU serial number (from 1) in the low 32.
+constexpr size_t kSerialBits = 32;
+constexpr size_t kSerialMask = (size_t(1) << kSerialBits) - 1;
+// The Fabric include renderFixed() adds keeps TextEdit's default rule index
+// 0, which no match's key has (serial numbers start at 1).
+constexpr size_t kIncludeKey = 0;
+
+size_t serialOf(size_t key) { return key & kSerialMask; }
+
+// The same restriction `fabricize` puts on its option values: they are
+// pasted into generated code.
+bool isPlainValue(const std::string& value) {
+  if (value.empty()) return false;
+  for (char c : value)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == ',' || c == '.'))
+      return false;
+  return true;
+}
+
+}  // namespace
+
+// One match of one check, kept until every check has seen the whole TU.
+struct Recorded {
+  std::string ruleId;
+  SourceLocation loc;
+  std::string message;
+  std::vector<std::pair<FileID, TextEdit>> edits;  // keys in TextEdit::ruleIndex
+};
+
+// The matches of all fabric checks in one translation unit, and the fix-its
+// each one carries once their edits are merged as `fabricize` merges them.
+class Session {
+ public:
+  // Checks are created per translation unit; those of one run of clang-tidy
+  // share its ClangTidyContext, and so one Session.
+  static std::shared_ptr<Session> of(clang::tidy::ClangTidyContext* context) {
+    static std::mutex mutex;
+    static std::map<clang::tidy::ClangTidyContext*, std::weak_ptr<Session>> sessions;
+    std::lock_guard<std::mutex> lock(mutex);
+    for (auto it = sessions.begin(); it != sessions.end();)
+      it = it->second.expired() ? sessions.erase(it) : std::next(it);
+    std::shared_ptr<Session> session = sessions[context].lock();
+    if (!session) {
+      session = std::make_shared<Session>();
+      session->context_ = context;
+      sessions[context] = session;
+    }
+    return session;
+  }
+
+  void startTranslationUnit() {
+    records_.clear();
+    includeRequests_.clear();
+    owner_.clear();
+    fixes_.clear();
+    notes_.clear();
+    sm_ = nullptr;
+    serial_ = 0;
+    merged_ = false;
+  }
+
+  size_t nextKey(size_t ruleIndex) { return (ruleIndex << kSerialBits) | ++serial_; }
+
+  size_t add(const SourceManager& sm, Recorded record) {
+    sm_ = &sm;
+    for (const auto& [file, edit] : record.edits) owner_[serialOf(edit.ruleIndex)] = records_.size();
+    records_.push_back(std::move(record));
+    return records_.size() - 1;
+  }
+  // `record` is npos when the match that asked for the include reported nothing.
+  void requestInclude(const SourceManager& sm, FileID file, size_t record) {
+    sm_ = &sm;
+    includeRequests_.push_back({file, record});
+  }
+
+  const Recorded& record(size_t index) const { return records_[index]; }
+
+  const std::vector<FixItHint>& fixesOf(size_t index) {
+    if (!merged_) merge();
+    return fixes_[index];
+  }
+  // Where this match's insertion travels with another match's fix-it.
+  const std::vector<std::pair<SourceLocation, std::string>>& notesOf(size_t index) {
+    if (!merged_) merge();
+    return notes_[index];
+  }
+
+ private:
+  // Whether clang-tidy writes the fix-its it is given for `file`: the main
+  // file, and headers its header filter selects.
+  bool fixesApplyTo(FileID file) const {
+    if (file == sm_->getMainFileID()) return true;
+    const clang::tidy::ClangTidyOptions& options = context_->getOptions();
+    if (sm_->isInSystemHeader(sm_->getLocForStartOfFile(file)) && !options.SystemHeaders.value_or(false))
+      return false;
+    auto entry = sm_->getFileEntryRefForID(file);
+    if (!entry) return false;
+    llvm::StringRef name = entry->getName();
+    if (!options.HeaderFilterRegex || !llvm::Regex(*options.HeaderFilterRegex).match(name)) return false;
+    return !options.ExcludeHeaderFilterRegex || options.ExcludeHeaderFilterRegex->empty() ||
+           !llvm::Regex(*options.ExcludeHeaderFilterRegex).match(name);
+  }
+
+  // The files each file of the TU includes that are not system headers:
+  // what `fabricize` counts as the project's headers.
+  std::map<FileID, std::vector<FileID>> userIncludes() const {
+    std::map<FileID, std::vector<FileID>> includes;
+    for (unsigned i = 1; i < sm_->local_sloc_entry_size(); ++i) {
+      const SrcMgr::SLocEntry& entry = sm_->getLocalSLocEntry(i);
+      if (!entry.isFile() || entry.getFile().getFileCharacteristic() != SrcMgr::C_User) continue;
+      SourceLocation includedAt = entry.getFile().getIncludeLoc();
+      if (includedAt.isInvalid()) continue;
+      FileID file = sm_->getFileID(SourceLocation::getFromRawEncoding(entry.getOffset()));
+      includes[sm_->getFileID(sm_->getExpansionLoc(includedAt))].push_back(file);
+    }
+    return includes;
+  }
+
+  // Whether `file`, as clang-tidy leaves it, includes <fabric/fabric.h>
+  // itself or through a header of the project: then `fabricize` does not
+  // add the include to the files that include it (tool/main.cpp). Renders
+  // the files with edits on the way, with renderFixed() as migrate does.
+  bool providesFabric(FileID file) {
+    if (auto known = provides_.find(file); known != provides_.end()) return known->second;
+    provides_[file] = false;  // an include cycle ends here
+    bool through = false;
+    for (FileID header : includes_[file]) through = providesFabric(header) || through;
+    bool invalid = false;
+    std::string original = sm_->getBufferData(file, &invalid).str();
+    if (invalid) return false;
+    bool provides = through;
+    auto edits = perFile_.find(file);
+    if (edits != perFile_.end() && fixesApplyTo(file)) {
+      bool wantsInclude = false;
+      for (const auto& request : includeRequests_) wantsInclude = wantsInclude || request.first == file;
+      std::vector<EditConflict> conflicts;
+      std::vector<TextEdit> applied;
+      std::string fixed = renderFixed(original, edits->second, wantsInclude, &conflicts, &applied, through);
+      provides = provides || fixed.find("<fabric/fabric.h>") != std::string::npos;
+      rendered_[file] = {std::move(original), std::move(applied)};
+    } else {
+      provides = provides || original.find("<fabric/fabric.h>") != std::string::npos;
+    }
+    return provides_[file] = provides;
+  }
+
+  // The edits of all matches, merged per file the way `fabricize --stdout`
+  // merges them, keeping track of which match each surviving edit came from.
+  void merge() {
+    merged_ = true;
+    fixes_.assign(records_.size(), {});
+    notes_.assign(records_.size(), {});
+    if (!sm_) return;
+    perFile_.clear();
+    provides_.clear();
+    rendered_.clear();
+    for (const Recorded& record : records_)
+      for (const auto& [file, edit] : record.edits) perFile_[file].push_back(edit);
+    std::map<FileID, size_t> includeOwner;
+    for (const auto& [file, record] : includeRequests_) {
+      perFile_[file];  // an include alone is a change too
+      if (record != npos && !includeOwner.count(file)) includeOwner[file] = record;
+    }
+    includes_ = userIncludes();
+    for (const auto& [file, edits] : perFile_) providesFabric(file);
+    for (auto& [file, render] : rendered_) {
+      const std::string& original = render.first;
+      MergedEdits merged;
+      merged.edits = std::move(render.second);
+      // The include goes with the match that asked for it, else with the
+      // file's first edited match.
+      size_t fallback = npos;
+      for (const TextEdit& edit : merged.edits)
+        if (edit.ruleIndex != kIncludeKey) {
+          fallback = owner_[serialOf(edit.ruleIndex)];
+          break;
+        }
+      auto ownerOf = [&](const TextEdit& edit) {
+        if (edit.ruleIndex != kIncludeKey) return owner_[serialOf(edit.ruleIndex)];
+        auto it = includeOwner.find(file);
+        return it != includeOwner.end() ? it->second : fallback;
+      };
+      // Insertions at one offset become one piece: clang-tidy would order
+      // them by diagnostic, not by catalogue position, and refuses two
+      // insertions at one place within a diagnostic.
+      std::vector<Piece> pieces;
+      for (size_t i = 0; i < merged.edits.size();) {
+        const TextEdit& edit = merged.edits[i];
+        Piece piece{ownerOf(edit), edit.offset, edit.length, edit.replacement, {}};
+        size_t next = i + 1;
+        if (edit.length == 0)
+          for (; next < merged.edits.size() && merged.edits[next].length == 0 &&
+                 merged.edits[next].offset == edit.offset;
+               ++next) {
+            piece.text += merged.edits[next].replacement;
+            size_t other = ownerOf(merged.edits[next]);
+            if (other != piece.owner && other != npos) piece.absorbed.push_back(other);
+          }
+        i = next;
+        if (piece.owner == npos) continue;
+        // Edits of one diagnostic that touch are one edit to clang.
+        if (!pieces.empty() && pieces.back().owner == piece.owner &&
+            pieces.back().offset + pieces.back().length == piece.offset) {
+          pieces.back().length += piece.length;
+          pieces.back().text += piece.text;
+          for (size_t other : piece.absorbed) pieces.back().absorbed.push_back(other);
+          continue;
+        }
+        pieces.push_back(std::move(piece));
+      }
+      for (size_t i = 0; i < pieces.size(); ++i) keepRemovalExact(original, pieces, i);
+      for (const Piece& piece : pieces) {
+        SourceLocation begin = sm_->getComposedLoc(file, piece.offset);
+        for (size_t other : piece.absorbed)
+          notes_[other].push_back({begin, "this insertion is part of the fix-it of [" +
+                                              records_[piece.owner].ruleId + "] here"});
+        fixes_[piece.owner].push_back(
+            piece.length == 0
+                ? FixItHint::CreateInsertion(begin, piece.text)
+                : FixItHint::CreateReplacement(
+                      CharSourceRange::getCharRange(begin, begin.getLocWithOffset(piece.length)),
+                      piece.text));
+      }
+    }
+  }
+
+  // One fix-it of one diagnostic.
+  struct Piece {
+    size_t owner;
+    unsigned offset, length;
+    std::string text;
+    std::vector<size_t> absorbed;  // other matches whose insertion this carries
+  };
+
+  static bool identifierChar(char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '$' ||
+           static_cast<unsigned char>(c) >= 0x80;
+  }
+  // Whether clang's fix-it merging (EditedSource::adjustRemoval, run on
+  // every diagnostic's fix-its) leaves the removal of [begin, end) as it is:
+  // it takes a blank that follows the removal too, and puts a space between
+  // two identifier characters the removal would join.
+  static bool removalLeftAlone(const std::string& text, unsigned begin, unsigned end) {
+    if (end >= text.size()) return true;
+    if (text[end] == ' ') return false;
+    return begin == 0 || !(identifierChar(text[begin - 1]) && identifierChar(text[end]));
+  }
+  // Makes a removal that clang would adjust come out as `fabricize` writes
+  // it: the same removal one character earlier where that removes the same
+  // text (a whole line: the newline before it instead of the one after), else
+  // a replacement that keeps the next (or previous) character.
+  static void keepRemovalExact(const std::string& text, std::vector<Piece>& pieces, size_t i) {
+    Piece& piece = pieces[i];
+    if (!piece.text.empty() || piece.length == 0) return;
+    unsigned begin = piece.offset, end = piece.offset + piece.length;
+    if (removalLeftAlone(text, begin, end)) return;
+    // Room before and after: no other fix-it may touch the characters used.
+    unsigned previousEnd = i > 0 ? pieces[i - 1].offset + pieces[i - 1].length : 0;
+    bool previousTouches = i > 0 && (previousEnd > begin - 1 ||
+                                     (previousEnd == begin - 1 && pieces[i - 1].owner == piece.owner));
+    bool roomBefore = begin > 0 && !previousTouches;
+    bool roomAfter = i + 1 == pieces.size() || pieces[i + 1].offset > end;
+    if (roomBefore && text[begin - 1] == text[end - 1] && removalLeftAlone(text, begin - 1, end - 1)) {
+      --piece.offset;
+      return;
+    }
+    if (roomAfter && end < text.size()) {
+      ++piece.length;
+      piece.text = text.substr(end, 1);
+      return;
+    }
+    if (roomBefore) {
+      --piece.offset;
+      ++piece.length;
+      piece.text = text.substr(begin - 1, 1);
+    }
+  }
+
+  static constexpr size_t npos = static_cast<size_t>(-1);
+  std::vector<Recorded> records_;
+  std::map<size_t, size_t> owner_;  // serial -> record
+  std::vector<std::pair<FileID, size_t>> includeRequests_;
+  std::map<FileID, std::vector<TextEdit>> perFile_;
+  std::map<FileID, std::vector<FileID>> includes_;
+  std::map<FileID, bool> provides_;
+  std::map<FileID, std::pair<std::string, std::vector<TextEdit>>> rendered_;  // original, applied edits
+  clang::tidy::ClangTidyContext* context_ = nullptr;
+  std::vector<std::vector<FixItHint>> fixes_;
+  std::vector<std::vector<std::pair<SourceLocation, std::string>>> notes_;
+  const SourceManager* sm_ = nullptr;
+  size_t serial_ = 0;
+  bool merged_ = false;
+
+ public:
+  static constexpr size_t noRecord = npos;
+};
+
+CatalogueCheck::CatalogueCheck(llvm::StringRef name, clang::tidy::ClangTidyContext* context)
+    : ClangTidyCheck(name, context), session_(Session::of(context)) {
+  const FabricOptions defaults;
+  options_.accelerator = Options.getLocalOrGlobal("Accelerator", defaults.accelerator).str();
+  options_.devices = Options.getLocalOrGlobal("Devices", defaults.devices).str();
+  options_.strategy = Options.getLocalOrGlobal("Strategy", defaults.strategy).str();
+  options_.precision = Options.getLocalOrGlobal("Precision", defaults.precision).str();
+  options_.num_nodes = Options.getLocalOrGlobal("NumNodes", defaults.num_nodes).str();
+  bool valid = true;
+  const std::pair<const char*, const std::string*> values[] = {{"Accelerator", &options_.accelerator},
+                                                               {"Devices", &options_.devices},
+                                                               {"Strategy", &options_.strategy},
+                                                               {"Precision", &options_.precision}};
+  for (const auto& [option, value] : values)
+    if (!isPlainValue(*value)) {
+      configurationDiag("invalid value '%0' for option '%1.%2': use letters, digits, '-', '_', ',' "
+                        "or '.'; check '%1' is disabled",
+                        DiagnosticIDs::Error)
+          << *value << name << option;
+      valid = false;
+    }
+  if (!options_.num_nodes.empty() && options_.num_nodes.find_first_not_of("0123456789") != std::string::npos) {
+    configurationDiag("invalid value '%0' for option '%1.NumNodes': a positive integer, or empty; "
+                      "check '%1' is disabled",
+                      DiagnosticIDs::Error)
+        << options_.num_nodes << name;
+    valid = false;
+  }
+  if (!valid) return;
+  std::vector<Rule> catalogue = buildCatalogue(options_);
+  for (size_t i = 0; i < catalogue.size(); ++i)
+    if (catalogue[i].id == name) {
+      rule_ = std::move(catalogue[i]);
+      ruleIndex_ = i;
+    }
+  if (!rule_)
+    configurationDiag("no rule '%0' in the fabricize catalogue", DiagnosticIDs::Error) << name;
+}
+
+CatalogueCheck::~CatalogueCheck() = default;
+
+void CatalogueCheck::storeOptions(clang::tidy::ClangTidyOptions::OptionMap& options) {
+  Options.store(options, "Accelerator", options_.accelerator);
+  Options.store(options, "Devices", options_.devices);
+  Options.store(options, "Strategy", options_.strategy);
+  Options.store(options, "Precision", options_.precision);
+  Options.store(options, "NumNodes", options_.num_nodes);
+}
+
+void CatalogueCheck::registerMatchers(MatchFinder* finder) {
+  if (!rule_) return;
+  for (const auto& matcher : transformer::detail::buildMatchers(rule_->rule))
+    finder->addDynamicMatcher(matcher, this);
+}
+
+void CatalogueCheck::onStartOfTranslationUnit() {
+  session_->startTranslationUnit();
+  recorded_.clear();
+}
+
+// The same decisions as the engine's callback (tool/Engine.cpp): nothing in
+// system headers, nothing edited inside a macro expansion, no-op edits are
+// findings for a person, and diagnostic rules never carry a fix.
+void CatalogueCheck::check(const MatchFinder::MatchResult& result) {
+  const SourceManager& sm = *result.SourceManager;
+  const auto& rule = rule_->rule;
+  size_t caseIndex = transformer::detail::findSelectedCase(result, rule);
+  std::string explanation;
+  if (llvm::Error error = rule.Metadata[caseIndex]->eval(result, &explanation))
+    explanation = llvm::toString(std::move(error));
+
+  auto root = result.Nodes.getMap().find(transformer::RootID);
+  if (root == result.Nodes.getMap().end()) return;
+  SourceRange rootRange = root->second.getSourceRange();
+  SourceLocation where = sm.getExpansionLoc(rootRange.getBegin());
+  if (where.isInvalid() || sm.isInSystemHeader(where)) return;
+
+  Recorded record;
+  record.ruleId = rule_->id;
+  record.loc = where;
+  if (rootRange.getBegin().isMacroID() || rootRange.getEnd().isMacroID()) {
+    record.message = "not migrated: the code is inside a macro expansion (" + explanation +
+                     "); migrate it by hand";
+    recorded_.push_back(session_->add(sm, std::move(record)));
+    return;
+  }
+  llvm::Expected<llvm::SmallVector<transformer::Edit, 1>> edits = rule.Cases[caseIndex].Edits(result);
+  if (!edits) {
+    record.message = "internal error: " + llvm::toString(edits.takeError());
+    recorded_.push_back(session_->add(sm, std::move(record)));
+    return;
+  }
+  record.message = explanation;
+  bool reportOnly = false;
+  std::vector<FileID> includes;
+  for (const transformer::Edit& edit : *edits) {
+    SourceLocation begin = edit.Range.getBegin();
+    if (!begin.isFileID() || sm.isInSystemHeader(begin)) continue;
+    FileID file = sm.getFileID(begin);
+    if (edit.Kind == transformer::EditKind::AddInclude) {
+      if (rule_->kind != RuleKind::Diagnostic) includes.push_back(file);
+      continue;
+    }
+    unsigned offset = sm.getFileOffset(begin);
+    unsigned end = sm.getFileOffset(edit.Range.getEnd());
+    if ((end == offset && edit.Replacement.empty()) || rule_->kind == RuleKind::Diagnostic) {
+      // A no-op edit marks what a person must look at: the warning goes there.
+      reportOnly = true;
+      record.loc = begin;
+      continue;
+    }
+    TextEdit text;
+    text.offset = offset;
+    text.length = end > offset ? end - offset : 0;
+    text.replacement = edit.Replacement;
+    text.ruleIndex = session_->nextKey(ruleIndex_);
+    text.ruleId = rule_->id;
+    text.explanation = explanation;
+    record.edits.push_back({file, std::move(text)});
+  }
+  size_t index = Session::noRecord;
+  if (!record.edits.empty() || reportOnly) {
+    index = session_->add(sm, std::move(record));
+    recorded_.push_back(index);
+  }
+  for (FileID file : includes) session_->requestInclude(sm, file, index);
+}
+
+void CatalogueCheck::onEndOfTranslationUnit() {
+  for (size_t index : recorded_) {
+    const Recorded& record = session_->record(index);
+    {
+      DiagnosticBuilder warning = diag(record.loc, "%0");
+      warning << record.message;
+      for (const FixItHint& fix : session_->fixesOf(index)) warning << fix;
+    }
+    for (const auto& [loc, note] : session_->notesOf(index)) diag(loc, note, DiagnosticIDs::Note);
+  }
+  recorded_.clear();
+}
+
+}  // namespace fabricize::tidy
