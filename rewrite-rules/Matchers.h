@@ -49,20 +49,26 @@ inline Matcher<clang::QualType> scalarTypeEnum() {
       enumType(hasDeclaration(enumDecl(hasName("::c10::ScalarType"))))));
 }
 
-// "cuda:<index>" as a string literal.
+// "cuda:<index>" as a string literal, for an index other than 0. "cuda:0"
+// is what single-device programs write for "the GPU": it becomes the rank's
+// device like plain "cuda".
 AST_MATCHER(clang::StringLiteral, isIndexedCudaDevice) {
   if (!Node.isOrdinary()) return false;
   llvm::StringRef text = Node.getString();
-  return text.consume_front("cuda:") && !text.empty() &&
-         text.find_first_not_of("0123456789") == llvm::StringRef::npos;
+  if (!text.consume_front("cuda:") || text.empty() ||
+      text.find_first_not_of("0123456789") != llvm::StringRef::npos)
+    return false;
+  return text.find_first_not_of('0') != llvm::StringRef::npos;
 }
-// A device with a fixed index: `Device("cuda:1")`, `Device(kCUDA, 1)`.
+// A device with a fixed index other than 0: `Device("cuda:1")`,
+// `Device(kCUDA, 1)`.
 inline StatementMatcher indexedDevice() {
   return cxxConstructExpr(
       hasType(recordNamed("::c10::Device")),
       anyOf(hasArgument(0, ignoringImplicit(stringLiteral(isIndexedCudaDevice()))),
             hasArgument(0, hasDescendant(stringLiteral(isIndexedCudaDevice()))),
-            allOf(argumentCountIs(2), hasArgument(1, unless(cxxDefaultArgExpr())))));
+            allOf(argumentCountIs(2), hasArgument(1, unless(cxxDefaultArgExpr())),
+                  unless(hasArgument(1, ignoringImplicit(integerLiteral(equals(0))))))));
 }
 
 // `fabric.device()`: what migrated code passes; never a device to migrate.

@@ -42,6 +42,15 @@ size_t survivingUses(const VarDecl* var, const Stmt& body, ASTContext& context) 
   return uses;
 }
 
+// `Device(kCUDA, 0)` has two arguments: both give way to fabric.device().
+auto lastArgument() { return optionally(hasArgument(1, expr(unless(cxxDefaultArgExpr())).bind("last"))); }
+RangeSelector deviceArguments() {
+  return [](const MatchFinder::MatchResult& result) -> llvm::Expected<CharSourceRange> {
+    if (result.Nodes.getNodeAs<Expr>("last")) return encloseNodes("first", "last")(result);
+    return node("first")(result);
+  };
+}
+
 bool isUnused(const MatchFinder::MatchResult& result) {
   return survivingUses(result.Nodes.getNodeAs<VarDecl>("var"),
                        *result.Nodes.getNodeAs<Stmt>("body"), *result.Context) == 0;
@@ -64,12 +73,12 @@ Rule makeDeviceVariableRule(const FabricOptions&) {
   // `torch::Device device(args)` / `torch::Device device = expr;`: the spelled
   // initialiser is what changes.
   auto constructed = declStmt(decl, hasSingleDecl(varDecl(hasInitializer(ignoringImplicit(
-                                        cxxConstructExpr(hasArgument(0, expr().bind("first")))
+                                        cxxConstructExpr(hasArgument(0, expr().bind("first")), lastArgument())
                                             .bind("construct"))))));
   EditGenerator removeOrRedirect = [](const MatchFinder::MatchResult& result)
       -> llvm::Expected<llvm::SmallVector<Edit, 1>> {
     if (isUnused(result)) return edit(edits::removeStatement("decl"))(result);
-    return edit(changeTo(node("first"), edits::fabricMember("device()")))(result);
+    return edit(changeTo(deviceArguments(), edits::fabricMember("device()")))(result);
   };
   Stencil explain = run([](const MatchFinder::MatchResult& result) -> llvm::Expected<std::string> {
     return isUnused(result) ? "device variable no longer used: the Fabric owns device placement"
@@ -81,7 +90,8 @@ Rule makeDeviceVariableRule(const FabricOptions&) {
       isWritten(), forField(fieldDecl(hasType(recordNamed("::c10::Device")))),
       withInitializer(ignoringImplicit(cxxConstructExpr(
           unless(indexedDevice()),
-          hasArgument(0, expr().bind("first")), unless(hasArgument(0, spelledAs(fabricDeviceCall()))),
+          hasArgument(0, expr().bind("first")), lastArgument(),
+          unless(hasArgument(0, spelledAs(fabricDeviceCall()))),
           unless(hasDescendant(fabricDeviceCall())), unless(hasDescendant(indexedDevice())),
           unless(hasDescendant(stringLiteral(isIndexedCudaDevice())))))));
   auto memberCtor = cxxConstructorDecl(
@@ -104,7 +114,7 @@ Rule makeDeviceVariableRule(const FabricOptions&) {
           RuleKind::Rewrite,
           applyFirst<std::string>({
               makeRule(constructed, removeOrRedirect, explain),
-              makeRule(memberCtor.bind("ctor"), changeTo(node("first"), ctorFabricDevice),
+              makeRule(memberCtor.bind("ctor"), changeTo(deviceArguments(), ctorFabricDevice),
                        cat("the device is the one the Fabric assigned to this rank")),
           })};
 }

@@ -1,5 +1,7 @@
 // Diagnostic: a device with a fixed index (`"cuda:1"`, `Device(kCUDA, 1)`)
 // contradicts the Fabric's one-device-per-rank placement; a person decides.
+// Index 0 ("cuda:0") is a single-device program's "the GPU": the device
+// rules migrate it to fabric.device().
 #include "Matchers.h"
 #include "RuleFactories.h"
 
@@ -14,8 +16,9 @@ using namespace match;
 Rule makeHardcodedDeviceRule(const FabricOptions&) {
   auto indexed = expr(indexedDevice(), unless(isInTemplateInstantiation()));
   return {"fabric-hardcoded-device", "+",
-          "Report devices with a hard-coded index (\"cuda:1\", torch::Device(torch::kCUDA, 1)): "
-          "under the Fabric each rank owns one device, fabric.device().",
+          "Report devices with a hard-coded index other than 0 (\"cuda:1\", "
+          "torch::Device(torch::kCUDA, 1)): under the Fabric each rank owns one device, "
+          "fabric.device(). \"cuda:0\" is migrated like \"cuda\".",
           RuleKind::Diagnostic,
           makeRule(indexed.bind("device"), noopEdit(node("device")),
                    cat("hard-coded device index: each rank trains on fabric.device(); decide "

@@ -13,6 +13,15 @@ int main() {
   torch::Device third(torch::kCUDA, 2);
   (void)second;
   (void)third;
+  // Index 0 is "the GPU" of a single-device program: the rank's device.
+  // CHECK: {{^  }}torch::Device gpu(fabric.device());
+  // CHECK-NEXT: {{^  }}torch::Device first(fabric.device());
+  // CHECK-NEXT: {{^  }}auto x = torch::ones({2}).to(fabric.device());
+  torch::Device gpu("cuda:0");
+  torch::Device first(torch::kCUDA, 0);
+  auto x = torch::ones({2}).to(torch::Device("cuda:0"));
+  (void)gpu;
+  (void)first;
   return 0;
 }
 // MSG-NOT: warning
