@@ -60,6 +60,10 @@ AST_MATCHER(clang::StringLiteral, isIndexedCudaDevice) {
     return false;
   return text.find_first_not_of('0') != llvm::StringRef::npos;
 }
+// "cuda" or "cuda:<n>" as a string literal.
+AST_MATCHER(clang::StringLiteral, isCudaDeviceString) {
+  return Node.isOrdinary() && Node.getString().starts_with("cuda");
+}
 // A device with a fixed index other than 0: `Device("cuda:1")`,
 // `Device(kCUDA, 1)`.
 inline StatementMatcher indexedDevice() {
@@ -164,6 +168,14 @@ inline DeclarationMatcher fabricScopeFunction() {
                             cxxMethodDecl(ofClass(classNeedingFabric()))));
 }
 inline auto inFabricScope() { return hasAncestor(fabricScopeFunction()); }
+
+// Code the user already runs on one rank: inside `if (fabric.is_global_zero())`
+// or `if (fabric.global_rank() == 0)` (or the local rank's).
+inline auto onOneRankOnly() {
+  auto rankQuery = cxxMemberCallExpr(callee(cxxMethodDecl(
+      hasAnyName("is_global_zero", "global_rank", "local_rank", "node_rank"), ofClass(fabricClass()))));
+  return hasAncestor(ifStmt(hasCondition(expr(anyOf(ignoringParenImpCasts(rankQuery), hasDescendant(rankQuery))))));
+}
 
 // --- Modules and optimizers -------------------------------------------------
 // `model` in `model->...` (ModuleHolder or shared_ptr) or a plain reference;

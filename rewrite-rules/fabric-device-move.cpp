@@ -20,6 +20,19 @@ ASTEdit dropDeviceArgument() {
   return changeTo(enclose(node("device"), before(node("dtype"))), cat(""));
 }
 
+// A device the user spelled as CUDA: `torch::kCUDA`, `torch::Device("cuda")`,
+// `cuda ? torch::kCUDA : torch::kCPU`. (A CPU device stays: that choice is
+// deliberate in a single-device program too.)
+auto spelledCudaDevice(std::string id) {
+  auto cuda = expr(anyOf(declRefExpr(to(namedDecl(anyOf(hasName("::c10::kCUDA"),
+                                                        enumConstantDecl(hasName("::c10::DeviceType::CUDA")))))),
+                         stringLiteral(isCudaDeviceString())));
+  return spelledAs(expr(hasType(deviceLikeType()), anyOf(ignoringParenImpCasts(cuda), hasDescendant(cuda)),
+                        unless(indexedDevice()), unless(hasDescendant(indexedDevice())),
+                        unless(ignoringImplicit(fabricDeviceCall())))
+                       .bind(id));
+}
+
 }  // namespace
 
 Rule makeDeviceMoveRule(const FabricOptions&) {
@@ -42,10 +55,12 @@ Rule makeDeviceMoveRule(const FabricOptions&) {
   auto setUpModule = "the Fabric's setup moves the model to its device";
   auto batch = "the Fabric loader already delivers batches on the device";
   auto other = "move to the device this rank trains on";
+  auto created = "create the tensor on the device this rank trains on";
   return {"fabric-device-move", "4",
           "Remove model->to(device), and .to(device)/.cuda() on batches the Fabric loader "
-          "already moved; any other device move becomes .to(fabric.device()). Dtype arguments "
-          "stay; pure dtype casts are untouched.",
+          "already moved; any other device move becomes .to(fabric.device()), and so does a "
+          "tensor created on CUDA (TensorOptions().device(kCUDA), torch::ones(shape, kCUDA)). "
+          "Dtype arguments stay; pure dtype casts are untouched.",
           RuleKind::Rewrite,
           applyFirst<std::string>({
               makeRule(batchSelfMove.bind("stmt"), edits::removeStatement("stmt"), cat(batch)),
@@ -68,6 +83,17 @@ Rule makeDeviceMoveRule(const FabricOptions&) {
                        cat(other)),
               makeRule(cxxMemberCallExpr(tensorMove),
                        changeTo(node("device"), edits::fabricMember("device()")), cat(other)),
+              // Tensors created on CUDA: `TensorOptions().device(kCUDA)`, and a
+              // factory given a CUDA device as its options, `torch::ones({2}, kCUDA)`.
+              makeRule(cxxMemberCallExpr(callee(cxxMethodDecl(hasName("device"), ofClass(hasAnyName("::c10::TensorOptions", "::at::TensorOptions")))),
+                                         hasArgument(0, spelledCudaDevice("device")),
+                                         unless(isInTemplateInstantiation()), inFabricScope()),
+                       changeTo(node("device"), edits::fabricMember("device()")), cat(created)),
+              makeRule(callExpr(callee(functionDecl(isLibTorchDeclaration())),
+                                hasAnyArgument(expr(hasType(recordTypeOf(cxxRecordDecl(hasAnyName("::c10::TensorOptions", "::at::TensorOptions")))),
+                                                    spelledCudaDevice("device"))),
+                                unless(cxxMemberCallExpr()), unless(isInTemplateInstantiation()), inFabricScope()),
+                       changeTo(node("device"), edits::fabricMember("device()")), cat(created)),
           })};
 }
 

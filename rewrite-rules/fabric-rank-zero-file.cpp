@@ -40,13 +40,13 @@ Rule makeRankZeroFileRule(const FabricOptions&) {
       unless(hasArgument(0, hasType(outputFileStream()))),
       unless(hasArgument(0, spelledAs(rankZeroOpen()))),
       unless(hasArgument(0, hasDescendant(rankZeroOpen()))),
-      unless(isInTemplateInstantiation()), inFabricScope());
+      unless(isInTemplateInstantiation()), inFabricScope(), unless(onOneRankOnly()));
   // `log.open(path[, mode]);` on its own line.
   auto reopened = cxxMemberCallExpr(
       callee(cxxMethodDecl(hasName("open"), ofClass(cxxRecordDecl(hasName("::std::basic_ofstream"))))),
       on(expr().bind("stream")), hasArgument(0, expr().bind("first")),
       lastSpelledArgument(),
-      isWholeStatement(), unless(isInTemplateInstantiation()), inFabricScope());
+      isWholeStatement(), unless(isInTemplateInstantiation()), inFabricScope(), unless(onOneRankOnly()));
   auto explain = cat("the file is written by global rank 0 only (other ranks write to /dev/null), so "
                      "ranks do not write copies or truncate rank 0's file");
   auto wrapped = [](Stencil prefix) {

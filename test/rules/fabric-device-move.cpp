@@ -107,3 +107,17 @@ class Distiller {
   Net student_, teacher_;
   torch::optim::Optimizer& optimizer_;
 };
+
+// Tensors created on CUDA are created on the rank's device; CPU stays CPU.
+// CHECK: {{^  }}auto a = torch::zeros({2}, torch::TensorOptions().device(fabric.device()));
+// CHECK-NEXT: {{^  }}auto b = torch::ones({2}, fabric.device());
+// CHECK-NEXT: {{^  }}auto c = torch::randn({2}, torch::TensorOptions().device(fabric.device()).dtype(torch::kHalf));
+// CHECK-NEXT: {{^  }}auto d = torch::ones({2}, torch::kCPU);
+// CHECK-NEXT: {{^  }}bool on_gpu = fabric.device().type() == torch::kCUDA;
+void make_tensors(fabric::Fabric& fabric) {
+  auto a = torch::zeros({2}, torch::TensorOptions().device(torch::kCUDA));
+  auto b = torch::ones({2}, torch::kCUDA);
+  auto c = torch::randn({2}, torch::TensorOptions().device(torch::Device("cuda:0")).dtype(torch::kHalf));
+  auto d = torch::ones({2}, torch::kCPU);
+  bool on_gpu = fabric.device().type() == torch::kCUDA;
+}

@@ -2,10 +2,22 @@
 // RUN: FileCheck %s --input-file=%t.cpp
 // RUN: %migrate %t.cpp -- %flags | diff -u %t.cpp -
 #include <torch/torch.h>
+#include <fabric/fabric.h>
 
 // Outside a Fabric scope: untouched.
 // CHECK: {{^}}void banner() { std::cout << "hello\n"; }
 void banner() { std::cout << "hello\n"; }
+
+// Already on one rank: left as the user wrote it.
+// CHECK: {{^  }}if (fabric.is_global_zero()) std::cout << "rank zero\n";
+// CHECK-NEXT: {{^  }}if (fabric.global_rank() == 0) {
+// CHECK-NEXT: {{^    }}printf("rank zero\n");
+void report(fabric::Fabric& fabric) {
+  if (fabric.is_global_zero()) std::cout << "rank zero\n";
+  if (fabric.global_rank() == 0) {
+    printf("rank zero\n");
+  }
+}
 
 // CHECK: {{^    }}fabric.print() << "epoch " << epoch << std::endl;
 // CHECK-NEXT: {{^    }}fabric.printf("loss %.4f\n", 0.5);
