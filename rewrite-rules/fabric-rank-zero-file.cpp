@@ -28,6 +28,12 @@ auto lastSpelledArgument() {
                hasArgument(0, expr().bind("last")));
 }
 
+// An fopen mode that writes: "w", "a", "r+", ...
+AST_MATCHER(clang::StringLiteral, isWriteMode) {
+  llvm::StringRef mode = Node.getString();
+  return mode.contains('w') || mode.contains('a') || mode.contains('+');
+}
+
 }  // namespace
 
 Rule makeRankZeroFileRule(const FabricOptions&) {
@@ -47,6 +53,12 @@ Rule makeRankZeroFileRule(const FabricOptions&) {
       on(expr().bind("stream")), hasArgument(0, expr().bind("first")),
       lastSpelledArgument(),
       isWholeStatement(), unless(isInTemplateInstantiation()), inFabricScope(), unless(onOneRankOnly()));
+  // C stdio: `fopen(path, "w")` / "a": every rank would write; no safe
+  // rewrite (the FILE* may be closed, reopened, shared), so it is reported.
+  auto cOpen = callExpr(callee(functionDecl(hasAnyName("::fopen", "::std::fopen"))), argumentCountIs(2),
+                        hasArgument(1, ignoringParenImpCasts(stringLiteral(isWriteMode()))),
+                        unless(isInTemplateInstantiation()), inFabricScope(), unless(onOneRankOnly()))
+                   .bind("fopen");
   auto explain = cat("the file is written by global rank 0 only (other ranks write to /dev/null), so "
                      "ranks do not write copies or truncate rank 0's file");
   auto wrapped = [](Stencil prefix) {
@@ -55,12 +67,17 @@ Rule makeRankZeroFileRule(const FabricOptions&) {
   };
   return {"fabric-rank-zero-file", "+",
           "A std::ofstream opened in training code (a loss log, a CSV of metrics) is opened through "
-          "fabric.rank_zero_ofstream(path): the file on global rank 0, /dev/null elsewhere.",
+          "fabric.rank_zero_ofstream(path): the file on global rank 0, /dev/null elsewhere. A C "
+          "fopen for writing is reported.",
           RuleKind::Rewrite,
           applyFirst<std::string>({
               makeRule(opened, changeTo(encloseNodes("first", "last"), wrapped(cat(""))), explain),
               makeRule(reopened.bind("call"),
                        changeTo(node("call"), wrapped(cat(node("stream"), " = "))), explain),
+              makeRule(cOpen, noopEdit(node("fopen")),
+                       cat("every rank opens this file for writing: open and write it on rank 0 "
+                           "only (if (fabric.is_global_zero()) ...), or use a std::ofstream from "
+                           "fabric.rank_zero_ofstream(path)")),
           })};
 }
 

@@ -58,13 +58,33 @@ Rule makeSetupRule(const FabricOptions&) {
                    functionDecl(hasDescendant(fabricSetupOf(equalsBoundNode("model")))))),
                unless(isInTemplateInstantiation()))
           .bind("decl");
+  // The model is set up, but this optimizer over it is not among the setup's
+  // arguments (added by hand after a migration, say): a person adds it.
+  auto setupNaming = [](const std::string& optimizerId) {
+    return cxxMemberCallExpr(callee(cxxMethodDecl(hasName("setup"), ofClass(fabricClass()))),
+                             hasAnyArgument(ignoringParenImpCasts(
+                                 declRefExpr(to(varDecl(equalsBoundNode(optimizerId)))))));
+  };
+  auto forgotten =
+      declStmt(hasSingleDecl(optimizer),
+               hasAncestor(functionDecl(hasDescendant(fabricSetupOf(equalsBoundNode("model"))),
+                                        unless(hasDescendant(setupNaming("optimizer"))))),
+               unless(isInTemplateInstantiation()))
+          .bind("decl");
   return {"fabric-setup", "3",
           "Insert fabric.setup(model, optimizers...) after the last optimizer over the model is "
           "constructed: it moves the model to the device, broadcasts rank 0's weights and wraps "
-          "it for the strategy.",
+          "it for the strategy. An optimizer over a set-up model that the setup does not name is "
+          "reported.",
           RuleKind::Rewrite,
-          makeRule(setupPoint, setupAfterLastOptimizer(),
-                   cat("set up the model and its optimizers with the Fabric"))};
+          applyFirst<std::string>({
+              makeRule(setupPoint, setupAfterLastOptimizer(),
+                       cat("set up the model and its optimizers with the Fabric")),
+              makeRule(forgotten, noopEdit(node("decl")),
+                       cat("optimizer over a set-up model that fabric.setup does not name: pass it "
+                           "too (fabric.setup(model, optimizer, ...)) so the strategy and the "
+                           "precision see its steps")),
+          })};
 }
 
 }  // namespace fabricize

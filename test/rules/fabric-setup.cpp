@@ -32,3 +32,10 @@ int main() {
   auto y = model->forward(torch::randn({2, 4}));
   return 0;
 }
+
+// Migrated code with a second optimizer the setup does not name: reported.
+// RUN: %migrate %S/Inputs/setup-forgotten.cpp -- %flags > %t.forgotten.cpp 2> %t.forgotten.err; test $? -eq 1
+// RUN: FileCheck %s --input-file=%t.forgotten.err --check-prefix=FORGOTTEN
+// RUN: diff %S/Inputs/setup-forgotten.cpp %t.forgotten.cpp
+// FORGOTTEN: setup-forgotten.cpp:12:3: warning: optimizer over a set-up model that fabric.setup does not name{{.*}}[fabric-setup]
+// FORGOTTEN-NOT: warning
