@@ -26,6 +26,23 @@ class Trainer {
   fabric::Fabric& fabric_;
 };
 
+// A function template is migrated once, in its pattern, not per instantiation.
+// CHECK: {{^}}template <class Model>
+// CHECK-NEXT: {{^}}void train_step(fabric::Fabric& fabric, Model& model, torch::Tensor x) {
+// CHECK-NEXT: {{^  }}torch::Tensor loss = model->forward(x).sum();
+// CHECK-NEXT: {{^  }}fabric.backward(loss);
+// CHECK-NEXT: {{^}}}
+template <class Model>
+void train_step(fabric::Fabric& fabric, Model& model, torch::Tensor x) {
+  torch::Tensor loss = model->forward(x).sum();
+  loss.backward();
+}
+struct TinyImpl : torch::nn::Module {
+  torch::Tensor forward(torch::Tensor x);
+};
+TORCH_MODULE(Tiny);
+void use_template(fabric::Fabric& fabric, Tiny& tiny) { train_step(fabric, tiny, torch::ones({2})); }
+
 // CHECK: {{^  }}fabric.backward(loss);
 // CHECK-NEXT: {{^  }}fabric.backward(loss, grad, /*retain_graph=*/true);
 // CHECK-NEXT: {{^  }}fabric.backward(losses["total"]);
