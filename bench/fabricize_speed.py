@@ -13,6 +13,8 @@ measures, in one run and one process at a time:
               builds the LibTorch PCH)
   fab-warm    fabricize on each TU again, with that cache now populated
   fab-nopch   fabricize --no-pch on the first few TUs
+  fab-all     one `fabricize --all -p DIR -j <CPUs> --diff` over the whole
+              project (warm cache): the TUs in parallel in one process
 
 CPU seconds (user + system) come from resource.getrusage(RUSAGE_CHILDREN)
 deltas around each child; wall seconds and peak RSS (from os.wait4) are
@@ -159,7 +161,7 @@ def main():
 
     load_start = loadavg()
     log(f"fabricize_speed: {n} TUs in {proj}, load average {load_start}, {os.cpu_count()} CPUs")
-    res = {"floor": {}, "tidy": {}, "cold": {}, "warm": {}, "nopch": {}}
+    res = {"floor": {}, "tidy": {}, "cold": {}, "warm": {}, "nopch": {}, "all": {}}
 
     def fab(f, extra):
         return [args.fabricize, str(f), "--stdout", "--quiet", "-p", str(proj)] + extra
@@ -186,6 +188,11 @@ def main():
         res["warm"][f.name] = run_measured(fab(f, ["--pch-cache", str(cache)]), proj, log)
         if args.json:  # partial results survive an interrupted run
             dump(args.json, n, load_start, loadavg(), pchs, pch_mb, res)
+    # Phase 3: the whole project in one run, its TUs in parallel.
+    log(f"phase 3: fabricize --all -j {os.cpu_count()}")
+    res["all"]["project"] = run_measured(
+        [args.fabricize, "--all", "-p", str(proj), "--diff", "--quiet", "-j", str(os.cpu_count()),
+         "--pch-cache", str(cache)], proj, log)
     load_end = loadavg()
     if args.json:
         dump(args.json, n, load_start, load_end, pchs, pch_mb, res)
@@ -208,7 +215,7 @@ def report(names, res, n, load_start, load_end, pchs, pch_mb):
         r = res[kind].get(name)
         if r is None:
             return None
-        good = r["rc"] in (0, 1) if kind in ("cold", "warm", "nopch") else r["rc"] == 0
+        good = r["rc"] in (0, 1) if kind in ("cold", "warm", "nopch", "all") else r["rc"] == 0
         return r if good else None
 
     failures = []
@@ -271,6 +278,13 @@ def report(names, res, n, load_start, load_end, pchs, pch_mb):
     ratios.append(("clang-tidy total / fabricize cold total (incl. PCH build)", r3, "> 1", r3 > 1))
     r4 = total("floor") / total("warm") if total("warm") else float("nan")
     ratios.append(("floor / fabricize warm", r4, "", None))
+    whole = res.get("all", {}).get("project")
+    if whole and ok("all", "project"):
+        r5 = wtotal("tidy") / whole["wall"] if whole["wall"] else float("nan")
+        ratios.append((f"clang-tidy wall (one TU at a time) / fabricize --all -j {os.cpu_count()} wall",
+                       r5, "", None))
+        r6 = wtotal("floor") / whole["wall"] if whole["wall"] else float("nan")
+        ratios.append((f"floor wall (one TU at a time) / fabricize --all -j {os.cpu_count()} wall", r6, "", None))
     out.append("| ratio | value | goal | met |")
     out.append("|---|---:|---|---|")
     for name, v, goal, met in ratios:
@@ -278,6 +292,9 @@ def report(names, res, n, load_start, load_end, pchs, pch_mb):
     out.append("")
     out.append(f"fabricize cold: first TU (builds the PCH) {cold_first:.2f} s CPU"
                + (f"; the other {len(cold_rest)} median {statistics.median(cold_rest):.2f} s" if cold_rest else ""))
+    if whole:
+        out.append(f"fabricize --all -j {os.cpu_count()} over all {n} TUs: {whole['wall']:.1f} s wall, "
+                   f"{whole['cpu']:.1f} s CPU, peak RSS {whole['rss_mb']:.0f} MB")
     out.append(f"totals: clang-tidy {total('tidy'):.1f} s, fabricize cold {total('cold'):.1f} s, "
                f"fabricize warm {total('warm'):.1f} s, floor {total('floor'):.1f} s (CPU)")
     if failures:
@@ -295,6 +312,7 @@ def rereport(path):
     """Print the table again from a --json file (also a partial one)."""
     d = json.loads(Path(path).read_text())
     res = d["results"]
+    res.setdefault("all", {})
     names = list(res["cold"])
     done = [nm for nm in names if nm in res["warm"]]
     return report(done or names, res, d["tus"], d["load_start"], d["load_end"], d["pch_files"], d["pch_mb"])

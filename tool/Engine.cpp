@@ -169,7 +169,14 @@ std::set<std::string> rebuiltPchs;
 // clangd does with its preamble.
 class OwnDeclarationsConsumer : public ASTConsumer {
  public:
-  explicit OwnDeclarationsConsumer(MatchFinder& finder) : finder_(finder) {}
+  OwnDeclarationsConsumer(MatchFinder& finder, const SourceManager& sm) : finder_(finder), sm_(sm) {}
+  // No rule looks inside the functions of system headers (LibTorch's
+  // thousands of inline bodies): Sema skips them, as clangd does for its
+  // preambles. It never skips what the types of the user's code depend on
+  // (constexpr functions, deduced return types).
+  bool shouldSkipFunctionBody(Decl* d) override {
+    return sm_.isInSystemHeader(sm_.getExpansionLoc(d->getLocation()));
+  }
   bool HandleTopLevelDecl(DeclGroupRef group) override {
     for (Decl* d : group) own_.push_back(d);
     return true;
@@ -185,6 +192,7 @@ class OwnDeclarationsConsumer : public ASTConsumer {
 
  private:
   MatchFinder& finder_;
+  const SourceManager& sm_;
   std::vector<Decl*> own_;
 };
 
@@ -194,8 +202,12 @@ class RecordingAction : public ASTFrontendAction {
  public:
   RecordingAction(MatchFinder& finder, bool& failed, const std::string& root, std::set<std::string>& read)
       : finder_(finder), failed_(failed), root_(root), read_(read) {}
-  std::unique_ptr<ASTConsumer> CreateASTConsumer(CompilerInstance&, llvm::StringRef) override {
-    return std::make_unique<OwnDeclarationsConsumer>(finder_);
+  bool BeginInvocation(CompilerInstance& ci) override {
+    ci.getFrontendOpts().SkipFunctionBodies = true;  // asks the consumer, body by body
+    return true;
+  }
+  std::unique_ptr<ASTConsumer> CreateASTConsumer(CompilerInstance& ci, llvm::StringRef) override {
+    return std::make_unique<OwnDeclarationsConsumer>(finder_, ci.getSourceManager());
   }
   // Called only when the source was actually processed: a PCH or file that
   // cannot be loaded never gets here, and counts as a failure.
