@@ -123,8 +123,11 @@ bool includeInsertion(const std::string& text, const std::string& header, TextEd
   std::istringstream lines(text);
   std::string line;
   size_t offset = 0, afterTorch = std::string::npos, firstInclude = std::string::npos;
+  // A UTF-8 byte order mark stays the file's first bytes: nothing goes before it.
+  const size_t bom = text.compare(0, 3, "\xEF\xBB\xBF") == 0 ? 3 : 0;
   while (std::getline(lines, line)) {
     size_t next = offset + line.size() + 1;
+    if (offset == 0 && bom) line.erase(0, bom);
     std::string trimmed = line.substr(line.find_first_not_of(" \t") == std::string::npos
                                           ? line.size()
                                           : line.find_first_not_of(" \t"));
@@ -132,7 +135,7 @@ bool includeInsertion(const std::string& text, const std::string& header, TextEd
       if (trimmed.find("<" + header + ">") != std::string::npos ||
           trimmed.find("\"" + header + "\"") != std::string::npos)
         return false;
-      if (firstInclude == std::string::npos) firstInclude = offset;
+      if (firstInclude == std::string::npos) firstInclude = offset == 0 ? bom : offset;
       if (trimmed.find("<torch/") != std::string::npos) afterTorch = std::min(next, text.size());
     }
     offset = next;
@@ -147,7 +150,7 @@ bool includeInsertion(const std::string& text, const std::string& header, TextEd
   } else if (firstInclude != std::string::npos) {
     out.offset = static_cast<unsigned>(firstInclude);
   } else {
-    out.offset = 0;
+    out.offset = static_cast<unsigned>(bom);
   }
   return true;
 }

@@ -9,12 +9,15 @@
 
 namespace fabricize {
 
-std::string writeFileAtomically(const std::string& path, const std::string& contents) {
+namespace {
+// The contents in a temporary file next to `path`, with the permissions of
+// the file it will replace; `temp` names it. Empty on success.
+std::string prepareFile(const std::string& path, const std::string& contents,
+                        llvm::SmallString<256>& temp) {
   llvm::StringRef parent = llvm::sys::path::parent_path(path);
   if (!parent.empty())
     if (std::error_code ec = llvm::sys::fs::create_directories(parent))
       return "cannot create directory " + parent.str() + ": " + ec.message();
-  llvm::SmallString<256> temp;
   int fd = -1;
   if (std::error_code ec = llvm::sys::fs::createUniqueFile(path + ".fabricize-%%%%%%", fd, temp))
     return "cannot write next to " + path + ": " + ec.message();
@@ -32,9 +35,30 @@ std::string writeFileAtomically(const std::string& path, const std::string& cont
   // Keep the permissions of a file being replaced (in-place edits).
   if (auto status = llvm::sys::fs::getPermissions(path))
     llvm::sys::fs::setPermissions(temp, *status);
-  if (std::error_code ec = llvm::sys::fs::rename(temp, path)) {
-    llvm::sys::fs::remove(temp);
-    return "cannot replace " + path + ": " + ec.message();
+  return {};
+}
+}  // namespace
+
+std::string writeFileAtomically(const std::string& path, const std::string& contents) {
+  return writeFilesAtomically({{path, contents}});
+}
+
+std::string writeFilesAtomically(const std::vector<std::pair<std::string, std::string>>& files) {
+  std::vector<llvm::SmallString<256>> temps;
+  for (const auto& [path, contents] : files) {
+    llvm::SmallString<256> temp;
+    std::string problem = prepareFile(path, contents, temp);
+    if (!problem.empty()) {
+      for (const auto& written : temps) llvm::sys::fs::remove(written);
+      return problem;
+    }
+    temps.push_back(temp);
+  }
+  for (size_t i = 0; i < files.size(); ++i) {
+    if (std::error_code ec = llvm::sys::fs::rename(temps[i], files[i].first)) {
+      for (size_t j = i; j < files.size(); ++j) llvm::sys::fs::remove(temps[j]);
+      return "cannot replace " + files[i].first + ": " + ec.message();
+    }
   }
   return {};
 }

@@ -109,6 +109,24 @@ bool isPlainValue(const std::string& value) {
   return true;
 }
 
+// Where `path` lands once created: its deepest existing ancestor resolved
+// (symlinks followed), the rest appended. An -o that does not exist yet under
+// a symlink into the project is then seen to be inside it.
+std::string resolvedOutputPath(const std::string& path) {
+  llvm::SmallString<256> existing(absolutePath(path));
+  std::vector<std::string> missing;
+  while (!existing.empty() && !llvm::sys::fs::exists(existing) &&
+         llvm::sys::path::has_parent_path(existing)) {
+    missing.push_back(llvm::sys::path::filename(existing).str());
+    llvm::sys::path::remove_filename(existing);
+  }
+  llvm::SmallString<256> resolved;
+  if (llvm::sys::fs::real_path(existing, resolved)) resolved = existing;
+  for (auto part = missing.rbegin(); part != missing.rend(); ++part)
+    llvm::sys::path::append(resolved, *part);
+  return std::string(resolved);
+}
+
 std::string relativeTo(const std::string& path, const std::string& root) {
   return path.substr(root.size() + 1);
 }
@@ -258,7 +276,7 @@ int main(int argc, const char** argv) {
   std::string outRoot;
   if (!outputDir.empty()) {
     outRoot = absolutePath(outputDir);
-    if (isUnderOrEqual(outRoot, root))
+    if (isUnderOrEqual(outRoot, root) || isUnderOrEqual(resolvedOutputPath(outputDir), root))
       return fail("-o " + outputDir + " is inside the project root " + root +
                   ": choose a directory outside the input tree (or use -i)");
   }
@@ -370,17 +388,21 @@ int main(int argc, const char** argv) {
       for (const auto& [path, r] : rendered)
         if (!r.merged.edits.empty() && llvm::sys::fs::exists(path + ".orig"))
           return fail(path + ".orig exists: move it away, or run without --backup");
+    }
+    // Every file of the run is written, or none: all go to temporary files
+    // first (a read-only directory or a full disk fails there), then are
+    // renamed into place.
+    std::vector<std::pair<std::string, std::string>> pending;
+    if (backup) {
       for (const auto& [path, r] : rendered) {
         if (r.merged.edits.empty()) continue;
-        std::string problem = writeFileAtomically(path + ".orig", result.files.at(path).original);
-        if (!problem.empty()) return fail(problem);
+        pending.emplace_back(path + ".orig", result.files.at(path).original);
       }
     }
     for (const auto& [path, r] : rendered) {
       if (r.merged.edits.empty()) continue;
       std::string target = inPlace ? path : outRoot + "/" + relativeTo(path, root);
-      std::string problem = writeFileAtomically(target, r.text);
-      if (!problem.empty()) return fail(problem);
+      pending.emplace_back(target, r.text);
       written.push_back(target);
     }
     // -o mirrors the project: the inputs, the project headers they read and
@@ -394,17 +416,17 @@ int main(int argc, const char** argv) {
         std::string text;
         if (!readFile(path, text)) return fail("cannot read " + path);
         std::string target = outRoot + "/" + relativeTo(path, root);
-        std::string problem = writeFileAtomically(target, text);
-        if (!problem.empty()) return fail(problem);
+        pending.emplace_back(target, text);
         written.push_back(target);
       }
     }
     if (emitCMake) {
       std::vector<std::string> relativeSources;
       for (const std::string& f : files) relativeSources.push_back(relativeTo(f, root));
-      std::string problem = writeFileAtomically(outRoot + "/CMakeLists.txt", cmakeFor(relativeSources));
-      if (!problem.empty()) return fail(problem);
+      pending.emplace_back(outRoot + "/CMakeLists.txt", cmakeFor(relativeSources));
     }
+    std::string problem = writeFilesAtomically(pending);
+    if (!problem.empty()) return fail(problem);
   }
 
   for (const Finding& f : findings)

@@ -4,11 +4,15 @@
 #include "launcher.h"
 #include "strategy.h"
 
+#include <dlfcn.h>
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cmath>
 #include <cstdarg>
@@ -16,6 +20,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <fstream>
 #include <iostream>
 #include <stdexcept>
 #include <thread>
@@ -26,10 +31,123 @@
 #include <c10/cuda/CUDAFunctions.h>
 #endif
 
+// ---- the rendezvous store of a loopback job listens on loopback only --------
+// c10d's TCPStore server binds the wildcard address (every interface) and
+// takes no bind address (LibTorch 1.13; 2.x only adds a pre-bound fd). When
+// the job's MASTER_ADDR is a loopback address nobody outside this machine
+// has to reach the store, so while rank 0 constructs it this thread's binds
+// of a wildcard address are narrowed to loopback (IPv4 127.0.0.1, IPv6 the
+// v4-mapped ::ffff:127.0.0.1, which serves the clients' 127.0.0.1). Every
+// other bind of the process passes through unchanged.
+namespace fabric::detail {
+namespace {
+thread_local bool narrow_wildcard_binds_to_loopback = false;
+} // namespace
+} // namespace fabric::detail
+
+extern "C" int bind(int fd, const struct sockaddr* address, socklen_t length) noexcept {
+  using Bind = int (*)(int, const struct sockaddr*, socklen_t);
+  static const Bind next = reinterpret_cast<Bind>(::dlsym(RTLD_NEXT, "bind"));
+  if (next == nullptr) {
+    errno = ENOSYS;
+    return -1;
+  }
+  if (fabric::detail::narrow_wildcard_binds_to_loopback && address != nullptr) {
+    if (address->sa_family == AF_INET && length >= sizeof(sockaddr_in)) {
+      sockaddr_in narrowed;
+      std::memcpy(&narrowed, address, sizeof narrowed);
+      if (narrowed.sin_addr.s_addr == htonl(INADDR_ANY)) {
+        narrowed.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        return next(fd, reinterpret_cast<const sockaddr*>(&narrowed), sizeof narrowed);
+      }
+    } else if (address->sa_family == AF_INET6 && length >= sizeof(sockaddr_in6)) {
+      sockaddr_in6 narrowed;
+      std::memcpy(&narrowed, address, sizeof narrowed);
+      if (IN6_IS_ADDR_UNSPECIFIED(&narrowed.sin6_addr)) {
+        static const unsigned char mapped_loopback[16] = {0, 0, 0, 0, 0, 0, 0, 0,
+                                                          0, 0, 0xff, 0xff, 127, 0, 0, 1};
+        std::memcpy(&narrowed.sin6_addr, mapped_loopback, sizeof mapped_loopback);
+        return next(fd, reinterpret_cast<const sockaddr*>(&narrowed), sizeof narrowed);
+      }
+    }
+  }
+  return next(fd, address, length);
+}
+
 namespace fabric {
 namespace detail {
 
 namespace {
+// An IPv4 loopback MASTER_ADDR (the runtime's and fabric-run's default
+// 127.0.0.1): the clients connect over IPv4 loopback, which the narrowed
+// listener serves. Names ("localhost") and ::1 are left as they are.
+bool is_loopback_address(const std::string& host) { return host.rfind("127.", 0) == 0; }
+
+// Narrows this thread's wildcard binds to loopback while it lives.
+class LoopbackBindScope {
+ public:
+  explicit LoopbackBindScope(bool active) : previous_(narrow_wildcard_binds_to_loopback) {
+    narrow_wildcard_binds_to_loopback = active || previous_;
+  }
+  ~LoopbackBindScope() { narrow_wildcard_binds_to_loopback = previous_; }
+  LoopbackBindScope(const LoopbackBindScope&) = delete;
+  LoopbackBindScope& operator=(const LoopbackBindScope&) = delete;
+
+ private:
+  bool previous_;
+};
+
+std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
+
+// Every rank of a job must have been started with the same world size: a
+// rank started by hand with another WORLD_SIZE would otherwise fail deep in
+// Gloo's rendezvous ("enforce fail at address.cc") or wait for ranks that
+// never come. Each rank publishes its own; rank 0 checks everybody's, the
+// others check rank 0's (each get waits at most Options::timeout).
+void check_same_world_size(c10d::Store& store, const ProcessPlacement& placement,
+                           std::chrono::milliseconds timeout) {
+  const auto key = [](int rank) { return "fabric/world_size/" + std::to_string(rank); };
+  const std::string mine = std::to_string(placement.world_size);
+  // The first exchange with the store: a MASTER_PORT that another program
+  // holds answers nothing, or nonsense.
+  const auto exchange = [&](auto&& operation) {
+    try {
+      return operation();
+    } catch (const std::exception& error) {
+      const std::string cause = first_line(error.what());
+      if (cause.find("timed out") != std::string::npos ||
+          cause.find("Timed out") != std::string::npos) {
+        throw;  // a rank that did not come: said by the caller
+      }
+      throw std::runtime_error(
+          "fabric: rank " + std::to_string(placement.global_rank) +
+          " got no valid answer from the rendezvous store at " + placement.master_addr + ":" +
+          std::to_string(placement.master_port) + " within " + std::to_string(timeout.count()) +
+          " ms (Options::timeout); is MASTER_PORT held by another program? Store error: " + cause);
+    }
+  };
+  exchange([&] {
+    store.set(key(placement.global_rank), std::vector<uint8_t>(mine.begin(), mine.end()));
+    return 0;
+  });
+  const auto check = [&](int rank) {
+    const std::vector<uint8_t> bytes = exchange([&] { return store.get(key(rank)); });
+    const std::string theirs(bytes.begin(), bytes.end());
+    if (theirs != mine) {
+      throw std::runtime_error("fabric: rank " + std::to_string(rank) +
+                               " was started with world size " + theirs + ", rank " +
+                               std::to_string(placement.global_rank) + " with " + mine +
+                               ": every rank of a job needs the same WORLD_SIZE (check the "
+                               "launcher's environment of each rank)");
+    }
+  };
+  if (placement.global_rank == 0) {
+    for (int rank = 1; rank < placement.world_size; ++rank) check(rank);
+  } else {
+    check(0);
+  }
+}
+
 constexpr size_t kMiB = 1024 * 1024;
 // PyTorch DDP's defaults.
 constexpr size_t kBroadcastBucketBytes = 250 * kMiB;
@@ -123,6 +241,129 @@ std::string directory_of(const std::string& path) {
   return slash == 0 ? "/" : path.substr(0, slash);
 }
 } // namespace
+
+// LibTorch's archive reader does not check the CRC-32 its writer stores for
+// every record (miniz is built with MINIZ_DISABLE_ZIP_READER_CRC32_CHECKS), so
+// a checkpoint with flipped bytes inside a tensor would load as garbage.
+// Checked here before any load: every stored record's CRC-32 against the
+// central directory (zip64 included). A file that is not a zip archive is left
+// to the reader, whose error says so.
+namespace {
+uint32_t crc32_update(uint32_t crc, const unsigned char* data, size_t size) {
+  static const auto table = [] {
+    std::array<uint32_t, 256> entries{};
+    for (uint32_t i = 0; i < 256; ++i) {
+      uint32_t c = i;
+      for (int k = 0; k < 8; ++k) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+      entries[i] = c;
+    }
+    return entries;
+  }();
+  crc = ~crc;
+  for (size_t i = 0; i < size; ++i) crc = table[(crc ^ data[i]) & 0xFF] ^ (crc >> 8);
+  return ~crc;
+}
+
+uint64_t little_endian(const unsigned char* bytes, int count) {
+  uint64_t value = 0;
+  for (int i = count - 1; i >= 0; --i) value = (value << 8) | bytes[i];
+  return value;
+}
+} // namespace
+
+void verify_checkpoint_checksums(const std::string& path) {
+  const auto damaged = [&path](const std::string& why) {
+    throw std::runtime_error("fabric::load: '" + path +
+                             "': not a readable checkpoint (truncated or corrupted?): " + why);
+  };
+  std::ifstream file(path, std::ios::binary);
+  if (!file) return;  // the reader reports it
+  file.seekg(0, std::ios::end);
+  const uint64_t size = static_cast<uint64_t>(file.tellg());
+  const auto read_at = [&](uint64_t offset, uint64_t count) {
+    std::vector<unsigned char> bytes(count);
+    if (offset + count > size) damaged("a zip record points past the end of the file");
+    file.seekg(static_cast<std::streamoff>(offset));
+    file.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(count));
+    if (!file) damaged("cannot read the file");
+    return bytes;
+  };
+  // The end-of-central-directory record: within the last 64 KiB + 22 bytes.
+  const uint64_t tail_size = std::min<uint64_t>(size, 65557);
+  const auto tail = read_at(size - tail_size, tail_size);
+  int64_t end = -1;
+  for (int64_t i = static_cast<int64_t>(tail_size) - 22; i >= 0; --i) {
+    if (little_endian(&tail[i], 4) == 0x06054b50) {
+      end = i;
+      break;
+    }
+  }
+  if (end < 0) return;  // not a zip archive: the reader says so
+  uint64_t entries = little_endian(&tail[end + 10], 2);
+  uint64_t directory_size = little_endian(&tail[end + 12], 4);
+  uint64_t directory_offset = little_endian(&tail[end + 16], 4);
+  const uint64_t end_offset = size - tail_size + static_cast<uint64_t>(end);
+  if ((entries == 0xFFFF || directory_offset == 0xFFFFFFFF) && end_offset >= 20) {
+    const auto locator = read_at(end_offset - 20, 20);
+    if (little_endian(&locator[0], 4) == 0x07064b50) {
+      const auto record = read_at(little_endian(&locator[8], 8), 56);
+      if (little_endian(&record[0], 4) != 0x06064b50) damaged("bad zip64 end record");
+      entries = little_endian(&record[32], 8);
+      directory_size = little_endian(&record[40], 8);
+      directory_offset = little_endian(&record[48], 8);
+    }
+  }
+  const auto directory = read_at(directory_offset, directory_size);
+  std::vector<unsigned char> buffer(1 << 20);
+  uint64_t at = 0;
+  for (uint64_t entry = 0; entry < entries; ++entry) {
+    if (at + 46 > directory.size() || little_endian(&directory[at], 4) != 0x02014b50) {
+      damaged("bad zip central directory");
+    }
+    const unsigned char* header = &directory[at];
+    const uint64_t method = little_endian(header + 10, 2);
+    const uint32_t crc = static_cast<uint32_t>(little_endian(header + 16, 4));
+    uint64_t compressed = little_endian(header + 20, 4);
+    uint64_t uncompressed = little_endian(header + 24, 4);
+    const uint64_t name_length = little_endian(header + 28, 2);
+    const uint64_t extra_length = little_endian(header + 30, 2);
+    const uint64_t comment_length = little_endian(header + 32, 2);
+    uint64_t local = little_endian(header + 42, 4);
+    if (at + 46 + name_length + extra_length > directory.size()) damaged("bad zip central directory");
+    const std::string name(reinterpret_cast<const char*>(header + 46), name_length);
+    // zip64: the 8-byte values of the fields that hold 0xFFFFFFFF, in order.
+    for (uint64_t x = 0; x + 4 <= extra_length;) {
+      const unsigned char* field = header + 46 + name_length + x;
+      const uint64_t id = little_endian(field, 2), length = little_endian(field + 2, 2);
+      if (id == 0x0001) {
+        uint64_t position = 4;
+        for (uint64_t* value : {&uncompressed, &compressed, &local}) {
+          if (*value == 0xFFFFFFFF && position + 8 <= 4 + length) {
+            *value = little_endian(field + position, 8);
+            position += 8;
+          }
+        }
+      }
+      x += 4 + length;
+    }
+    at += 46 + name_length + extra_length + comment_length;
+    if (method != 0) continue;  // LibTorch stores records uncompressed
+    const auto local_header = read_at(local, 30);
+    if (little_endian(&local_header[0], 4) != 0x04034b50) damaged("bad zip record '" + name + "'");
+    uint64_t offset = local + 30 + little_endian(&local_header[26], 2) + little_endian(&local_header[28], 2);
+    if (offset + compressed > size) damaged("record '" + name + "' is cut off");
+    file.seekg(static_cast<std::streamoff>(offset));
+    uint32_t actual = 0;
+    for (uint64_t left = compressed; left > 0;) {
+      const uint64_t chunk = std::min<uint64_t>(left, buffer.size());
+      file.read(reinterpret_cast<char*>(buffer.data()), static_cast<std::streamsize>(chunk));
+      if (!file) damaged("cannot read record '" + name + "'");
+      actual = crc32_update(actual, buffer.data(), chunk);
+      left -= chunk;
+    }
+    if (actual != crc) damaged("record '" + name + "' fails its CRC-32 check");
+  }
+}
 
 void write_file_atomically(const std::string& path, const std::string& bytes) {
   const std::string temporary = temporary_path_for(path);
@@ -342,7 +583,30 @@ void Fabric::launch() {
     // must not block here before it has started the other ranks.
     store_options.waitWorkers = false;
     store_options.timeout = state.options.timeout();
-    auto store = c10::make_intrusive<c10d::TCPStore>(placement.master_addr, store_options);
+    // Rank 0 serves the store: on loopback only when every rank reaches it there.
+    detail::LoopbackBindScope loopback(store_options.isServer &&
+                                       detail::is_loopback_address(placement.master_addr));
+    const std::string where = placement.master_addr + ":" + std::to_string(placement.master_port);
+    c10::intrusive_ptr<c10d::TCPStore> store;
+    try {
+      store = c10::make_intrusive<c10d::TCPStore>(placement.master_addr, store_options);
+    } catch (const std::exception& error) {
+      const std::string cause = detail::first_line(error.what());
+      if (store_options.isServer) {
+        throw std::runtime_error(
+            "fabric: rank 0 cannot serve the rendezvous store on " + where +
+            " (MASTER_ADDR:MASTER_PORT): " + cause +
+            (placement.master_port != 0
+                 ? " Another program may hold the port: choose a free MASTER_PORT, or leave it "
+                   "unset (single node) and Fabric picks one."
+                 : ""));
+      }
+      throw std::runtime_error("fabric: rank " + std::to_string(placement.global_rank) +
+                               " cannot reach the rendezvous store of rank 0 at " + where +
+                               " (MASTER_ADDR:MASTER_PORT) within " +
+                               std::to_string(state.options.timeout().count()) +
+                               " ms (Options::timeout): " + cause);
+    }
     // Port 0 asks the kernel for a free port; the server knows which it got,
     // with no window in which another program could take it.
     placement.master_port = store->getPort();
@@ -359,6 +623,7 @@ void Fabric::launch() {
   }
 
   state.collective([&] {
+    detail::check_same_world_size(*state.store, placement, state.options.timeout());
     if (state.device.is_cuda()) {
 #ifdef USE_C10D_NCCL
       state.group = detail::c10d_compat::make_nccl_group(state.store, placement.global_rank,
@@ -841,6 +1106,7 @@ void Fabric::finish_save(const std::string& path, const std::string& error_on_ra
 }
 
 void Fabric::load_module_file(const std::string& path, torch::nn::Module& module) {
+  detail::verify_checkpoint_checksums(path);
   torch::serialize::InputArchive archive;
   try {
     archive.load_from(path, device());
@@ -871,6 +1137,7 @@ void Fabric::save_optimizer_file(const std::string& path, torch::optim::Optimize
 }
 
 void Fabric::load_optimizer_file(const std::string& path, torch::optim::Optimizer& optimizer) {
+  detail::verify_checkpoint_checksums(path);
   torch::load(optimizer, path, device());
   state_->strategy->optimizer_loaded(optimizer);
 }
@@ -945,6 +1212,7 @@ void Fabric::load(const std::string& path, const State& state, bool strict) {
   };
   struct stat file_status {};
   if (::stat(path.c_str(), &file_status) != 0) fail(std::strerror(errno));
+  detail::verify_checkpoint_checksums(path);
   torch::serialize::InputArchive archive;
   try {
     archive.load_from(path, device());

@@ -1,0 +1,1 @@
+int cudaSetDevice(int device);
