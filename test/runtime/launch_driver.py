@@ -204,12 +204,12 @@ def free_port():
         return probe.getsockname()[1]
 
 
-def torchrun(program):
-    world = 2
-    base = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()),
-                WORLD_SIZE=str(world), LOCAL_WORLD_SIZE=str(world), GROUP_RANK="0")
-    ranks = [subprocess.Popen([program, "ddp", f"--devices={world}"],
-                              env=dict(base, RANK=str(r), LOCAL_RANK=str(r)),
+def joined_job(case, program, env_of_rank, world=2):
+    """Starts `world` ranks the way a cluster launcher does (each with its
+    own environment), runs the ddp scenario, and checks that they formed one
+    job: rank 0 alone prints the result. A rank that failed to read its
+    environment would launch a job of its own, and both would print."""
+    ranks = [subprocess.Popen([program, "ddp", f"--devices={world}"], env=env_of_rank(r),
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
              for r in range(world)]
     outputs = []
@@ -220,16 +220,56 @@ def torchrun(program):
             for other in ranks:
                 other.kill()
             stdout, stderr = process.communicate()
-            report("torchrun", f"rank {r} did not finish within 90 s")
+            report(case, f"rank {r} did not finish within 90 s")
         outputs.append(stdout.decode(errors="replace"))
         if process.returncode != 0:
-            report("torchrun", f"rank {r} exited with {process.returncode}:\n"
-                               f"{stderr.decode(errors='replace')}")
-    passed = "ddp checks passed on 2 ranks"
+            report(case, f"rank {r} exited with {process.returncode}:\n"
+                         f"{stderr.decode(errors='replace')}")
+    passed = f"ddp checks passed on {world} ranks"
     if outputs[0].count(passed) != 1:
-        report("torchrun", f"rank 0 did not print '{passed}' once: {outputs[0]!r}")
-    if passed in outputs[1]:
-        report("torchrun", "rank 1 printed through fabric.print")
+        report(case, f"rank 0 did not print '{passed}' once: {outputs[0]!r}")
+    if any(passed in out for out in outputs[1:]):
+        report(case, "a rank other than 0 printed through fabric.print (two jobs, not one?)")
+
+
+def torchrun(program):
+    world = 2
+    base = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()),
+                WORLD_SIZE=str(world), LOCAL_WORLD_SIZE=str(world), GROUP_RANK="0")
+    joined_job("torchrun", program, lambda r: dict(base, RANK=str(r), LOCAL_RANK=str(r)), world)
+
+
+def cluster_envs(program):
+    """SLURM (srun's variables; the store's host is the node list's first
+    host and its port comes from the job id, as Lightning does) and Open MPI
+    (mpirun's OMPI_COMM_WORLD_* variables)."""
+    world = 2
+    # SLURM: port 10000 + the job id's last 4 digits; pick a job id whose port is free.
+    port = next(p for p in range(10000 + os.getpid() % 9000, 20000) if port_is_free(p))
+    slurm = dict(os.environ, SLURM_NTASKS=str(world), SLURM_NNODES="1", SLURM_NODEID="0",
+                 SLURM_NTASKS_PER_NODE=str(world), SLURM_NODELIST="127.0.0.1",
+                 SLURM_JOB_ID=f"7{port - 10000:04d}", SLURM_JOB_NAME="train", MASTER_ADDR="",
+                 MASTER_PORT="")
+    joined_job("slurm", program, lambda r: dict(slurm, SLURM_PROCID=str(r), SLURM_LOCALID=str(r)), world)
+    mpi = dict(os.environ, OMPI_COMM_WORLD_SIZE=str(world), OMPI_COMM_WORLD_LOCAL_SIZE=str(world),
+               MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()))
+    joined_job("openmpi", program,
+               lambda r: dict(mpi, OMPI_COMM_WORLD_RANK=str(r), OMPI_COMM_WORLD_LOCAL_RANK=str(r)), world)
+    # An interactive SLURM allocation (salloc's shell) did not start the ranks:
+    # not joined; the program launches its own job and succeeds alone.
+    code, out, err = run_job("slurm-interactive", [program, "ddp", "--devices=2"],
+                             env=dict(slurm, SLURM_PROCID="0", SLURM_LOCALID="0", SLURM_JOB_NAME="bash"))
+    if code != 0 or out.count("ddp checks passed on 2 ranks") != 1:
+        report("slurm-interactive", f"exit {code}, output {out!r}, stderr {err[-2000:]!r}")
+
+
+def port_is_free(port):
+    with socket.socket() as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
 
 
 def run_job(case, command, timeout=90, **kwargs):
@@ -635,7 +675,7 @@ def loggers(program):
 
 
 def main():
-    commands = {"failures": (failures, 3), "torchrun": (torchrun, 3),
+    commands = {"failures": (failures, 3), "torchrun": (torchrun, 3), "cluster_envs": (cluster_envs, 3),
                 "fabric_run": (fabric_run, 4), "checkpoint": (checkpoint, 3),
                 "loggers": (loggers, 3), "zero_checkpoint": (zero_checkpoint, 3),
                 "timeout": (collective_timeout, 3)}
