@@ -1,6 +1,16 @@
 #include "RuleFactories.h"
 
+#include <cctype>
+
 namespace fabricize {
+
+bool isPlainOptionValue(const std::string& value) {
+  if (value.empty()) return false;
+  for (char c : value)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == ',' || c == '.'))
+      return false;
+  return true;
+}
 
 std::vector<Rule> buildCatalogue(const FabricOptions& options) {
   // Order matters only for insertions at one place: the Fabric is

@@ -33,6 +33,11 @@ struct Rule {
   clang::transformer::RewriteRuleWith<std::string> rule;  // metadata: explanation
 };
 
+// Whether an option value may be pasted into the emitted C++ string
+// literals: letters, digits, '-', '_', ',' and '.' only. fabricize and the
+// clang-tidy plugin refuse anything else.
+bool isPlainOptionValue(const std::string& value);
+
 // The whole catalogue, in application order: where two rules insert text at
 // the same place, the earlier rule's text comes first.
 std::vector<Rule> buildCatalogue(const FabricOptions& options);

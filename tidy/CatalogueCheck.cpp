@@ -33,15 +33,6 @@ constexpr size_t kIncludeKey = 0;
 
 size_t serialOf(size_t key) { return key & kSerialMask; }
 
-// The same restriction `fabricize` puts on its option values: they are
-// pasted into generated code.
-bool isPlainValue(const std::string& value) {
-  if (value.empty()) return false;
-  for (char c : value)
-    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == ',' || c == '.'))
-      return false;
-  return true;
-}
 
 }  // namespace
 
@@ -335,7 +326,7 @@ CatalogueCheck::CatalogueCheck(llvm::StringRef name, clang::tidy::ClangTidyConte
                                                                {"Strategy", &options_.strategy},
                                                                {"Precision", &options_.precision}};
   for (const auto& [option, value] : values)
-    if (!isPlainValue(*value)) {
+    if (!isPlainOptionValue(*value)) {
       configurationDiag("invalid value '%0' for option '%1.%2': use letters, digits, '-', '_', ',' "
                         "or '.'; check '%1' is disabled",
                         DiagnosticIDs::Error)

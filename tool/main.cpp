@@ -100,14 +100,6 @@ std::string commonDirectory(const std::vector<std::string>& files) {
   return common;
 }
 
-// Option values land in emitted C++ string literals: keep them plain.
-bool isPlainValue(const std::string& value) {
-  if (value.empty()) return false;
-  for (char c : value)
-    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == ',' || c == '.'))
-      return false;
-  return true;
-}
 
 // Where `path` lands once created: its deepest existing ancestor resolved
 // (symlinks followed), the rest appended. An -o that does not exist yet under
@@ -223,7 +215,7 @@ int main(int argc, const char** argv) {
     return kError;
 
   for (const auto* value : {&accelerator, &devices, &strategy, &precision})
-    if (!isPlainValue(*value))
+    if (!isPlainOptionValue(*value))
       return fail("option value '" + value->getValue() +
                   "' is not a plain name (letters, digits, '-', '_', ',', '.')");
   if (!numNodes.empty() && numNodes.find_first_not_of("0123456789") != std::string::npos)
