@@ -22,6 +22,7 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <thread>
 
 namespace fabricize {
 
@@ -213,6 +214,7 @@ const char* kUsage =
     "  --root <dir>         project root (default: the inputs' common directory)\n"
     "  --verbose            say which files were skipped or analysed\n"
     "  --no-pch             parse without the cached precompiled LibTorch header\n"
+    "  -j N                 translation units analysed at once (default: the machine's cores)\n"
     "Exit: 0 clean, 1 findings, 2 something could not be analysed.\n";
 
 struct Reported {
@@ -393,7 +395,7 @@ unsigned utf16Column(const std::string& text, unsigned line, unsigned column) {
 
 int runLint(int argc, const char** argv) {
   std::vector<std::string> paths, compilerFlags, cliSelect, cliIgnore;
-  std::string buildPath, format = "text", outputFile, root;
+  std::string buildPath, format = "text", outputFile, root, jobs;
   bool fix = false, verbose = false, usePch = true, sawDashDash = false, sawSelect = false, sawIgnore = false;
   auto fail = [](const std::string& message) {
     llvm::errs() << "fabricize lint: error: " << message << "\n";
@@ -431,7 +433,7 @@ int runLint(int argc, const char** argv) {
     else if (arg == "--verbose" || arg == "-v") verbose = true;
     else if (arg == "--no-pch") usePch = false;
     else if (value("-p", buildPath) || value("--format", format) || value("--output-file", outputFile) ||
-             value("--root", root)) {
+             value("--root", root) || value("-j", jobs)) {
     } else if (value("--select", v)) {
       sawSelect = true;
       for (auto& s : splitList(v)) cliSelect.push_back(s);
@@ -444,6 +446,12 @@ int runLint(int argc, const char** argv) {
       llvm::errs() << kUsage;
       return fail("unknown option '" + arg + "'");
     } else paths.push_back(arg);
+  }
+  unsigned workers = std::max(1u, std::thread::hardware_concurrency());
+  if (!jobs.empty()) {
+    if (jobs.find_first_not_of("0123456789") != std::string::npos || std::stoul(jobs) == 0)
+      return fail("-j takes a positive number, got '" + jobs + "'");
+    workers = static_cast<unsigned>(std::stoul(jobs));
   }
   if (format != "text" && format != "json" && format != "sarif" && format != "github")
     return fail("unknown --format '" + format + "' (text, json, sarif, github)");
@@ -487,8 +495,11 @@ int runLint(int argc, const char** argv) {
 
   std::string projectRoot = root.empty() ? commonDirectory(files) : absolutePath(root);
   EngineResult result;
-  if (!toAnalyse.empty())
-    result = runRules(buildCatalogue(FabricOptions{}), *database, toAnalyse, engineOptionsFor(projectRoot, argv[0], usePch));
+  if (!toAnalyse.empty()) {
+    EngineOptions options = engineOptionsFor(projectRoot, argv[0], usePch);
+    options.jobs = workers;
+    result = runRules(buildCatalogue(FabricOptions{}), *database, toAnalyse, options);
+  }
   result.failedSources.insert(result.failedSources.end(), notInDatabase.begin(), notInDatabase.end());
   for (const std::string& f : result.failedSources)
     if (std::find(notInDatabase.begin(), notInDatabase.end(), f) == notInDatabase.end())
