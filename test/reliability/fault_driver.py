@@ -44,6 +44,10 @@ import threading
 import time
 import uuid
 
+# The process-table helpers the runtime's launch tests use (test/runtime).
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "runtime"))
+from launch_driver import ProcessRecorder, free_port, processes_with_argument, reap_orphans  # noqa: E402
+
 DEADLINE_S = 15.0
 PR_SET_CHILD_SUBREAPER = 36
 KILL_STEP = 3
@@ -63,56 +67,8 @@ def ok(case, message=""):
     print(f"ok   {case}{': ' + message if message else ''}", flush=True)
 
 
-def pids_with_argument(argument):
-    wanted = argument.encode()
-    found = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as cmdline:
-                arguments = cmdline.read().split(b"\0")
-            with open(f"/proc/{entry}/stat", "rb") as stat:
-                state = stat.read().rsplit(b")", 1)[1].split()[0]
-        except OSError:
-            continue
-        if wanted in arguments and state != b"Z":
-            found.append(int(entry))
-    return found
-
-
-class Recorder(threading.Thread):
-    """Every live process carrying the marker while the job runs."""
-
-    def __init__(self, marker):
-        super().__init__(daemon=True)
-        self.marker, self.seen, self.stopping = marker, set(), threading.Event()
-
-    def run(self):
-        while not self.stopping.is_set():
-            self.seen.update(pids_with_argument(self.marker))
-            time.sleep(0.02)
-
-
-def reap(pids, deadline):
-    """Exit codes of job processes re-parented to this driver (subreaper)."""
-    codes, pending = {}, set(pids)
-    while pending and time.monotonic() < deadline:
-        for pid in list(pending):
-            try:
-                done, status = os.waitpid(pid, os.WNOHANG)
-            except ChildProcessError:
-                pending.discard(pid)
-                continue
-            if done:
-                codes[pid] = os.waitstatus_to_exitcode(status)
-                pending.discard(pid)
-        time.sleep(0.02)
-    return codes
-
-
 def kill_leftovers(case, marker, extra=()):
-    left = set(pids_with_argument(marker)) | {p for p in extra if os.path.exists(f"/proc/{p}")}
+    left = set(processes_with_argument(marker)) | {p for p in extra if os.path.exists(f"/proc/{p}")}
     # Zombies of our own children are not "left behind"; reap them.
     for pid in list(left):
         try:
@@ -134,7 +90,7 @@ def kill_leftovers(case, marker, extra=()):
 def run_watched(case, command, deadline=DEADLINE_S, env=None, **popen):
     """Runs a job; returns (rank 0 code, stdout, stderr, elapsed, other pids, their codes)."""
     marker = f"--marker={uuid.uuid4().hex}"
-    recorder = Recorder(marker)
+    recorder = ProcessRecorder(marker)
     start = time.monotonic()
     job = subprocess.Popen(command + [marker], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                            env=env, **popen)
@@ -143,14 +99,14 @@ def run_watched(case, command, deadline=DEADLINE_S, env=None, **popen):
         stdout, stderr = job.communicate(timeout=deadline)
     except subprocess.TimeoutExpired:
         report(case, f"the job did not end within {deadline} s")
-        for pid in pids_with_argument(marker):
+        for pid in processes_with_argument(marker):
             os.kill(pid, signal.SIGKILL)
         stdout, stderr = job.communicate()
     elapsed = time.monotonic() - start
     recorder.stopping.set()
     recorder.join()
     others = recorder.seen - {job.pid}
-    codes = reap(others, time.monotonic() + 5)
+    codes = reap_orphans(others, time.monotonic() + 5)
     kill_leftovers(case, marker, others)
     return (job.returncode, stdout.decode(errors="replace"), stderr.decode(errors="replace"),
             elapsed, others, codes)
@@ -228,12 +184,6 @@ def kill_group(program, where):
 
 
 # ---- rendezvous faults ---------------------------------------------------------
-
-def free_port():
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
 
 def torchrun_env(rank, world, port, extra=None):
     env = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
@@ -477,7 +427,7 @@ def security(program):
         if line.strip() != "ready":
             report(case, f"the job did not get ready: {line!r}")
         else:
-            pids = pids_with_argument(marker)
+            pids = processes_with_argument(marker)
             table = listening_sockets()
             for pid in pids:
                 for inode in socket_inodes(pid):

@@ -70,10 +70,13 @@ def processes_with_argument(argument):
             continue
         try:
             with open(f"/proc/{entry}/cmdline", "rb") as cmdline:
-                if wanted in cmdline.read().split(b"\0"):
-                    pids.append(int(entry))
+                arguments = cmdline.read().split(b"\0")
+            with open(f"/proc/{entry}/stat", "rb") as stat:
+                state = stat.read().rsplit(b")", 1)[1].split()[0]
         except OSError:
-            pass
+            continue
+        if wanted in arguments and state != b"Z":
+            pids.append(int(entry))
     return pids
 
 
