@@ -19,6 +19,30 @@ void lineAndColumn(const std::string& text, unsigned offset, unsigned& line, uns
   }
 }
 
+std::string lineText(const std::string& text, unsigned line) {
+  size_t begin = 0;
+  for (unsigned l = 1; l < line; ++l) {
+    begin = text.find('\n', begin);
+    if (begin == std::string::npos) return "";
+    ++begin;
+  }
+  size_t end = text.find('\n', begin);
+  std::string result = text.substr(begin, end == std::string::npos ? std::string::npos : end - begin);
+  if (!result.empty() && result.back() == '\r') result.pop_back();
+  return result;
+}
+
+unsigned utf16Column(const std::string& text, unsigned line, unsigned column) {
+  std::string lineBytes = lineText(text, line);
+  unsigned units = 0;
+  for (unsigned i = 0; i + 1 < column && i < lineBytes.size(); ++i) {
+    unsigned char c = lineBytes[i];
+    if ((c & 0xC0) == 0x80) continue;  // continuation byte
+    units += (c >= 0xF0) ? 2 : 1;      // 4-byte sequences are surrogate pairs
+  }
+  return units;
+}
+
 void matchLineEndings(const std::string& text, std::vector<TextEdit>& edits) {
   size_t firstNewline = text.find('\n');
   if (firstNewline == std::string::npos || firstNewline == 0 || text[firstNewline - 1] != '\r') return;

@@ -61,4 +61,11 @@ std::string renderFixed(const std::string& original, const std::vector<TextEdit>
 // 1-based line and column of `offset` in `text`.
 void lineAndColumn(const std::string& text, unsigned offset, unsigned& line, unsigned& column);
 
+// Line `line` (1-based) of `text` without its line ending; empty past the end.
+std::string lineText(const std::string& text, unsigned line);
+
+// 0-based UTF-16 offset within its line of the byte `column` (1-based) of
+// `line` (1-based): LSP positions and SARIF columns count UTF-16 code units.
+unsigned utf16Column(const std::string& text, unsigned line, unsigned column);
+
 }  // namespace fabricize

@@ -49,56 +49,6 @@ class DetectedOrDefaultDatabase : public clang::tooling::CompilationDatabase {
   std::unique_ptr<clang::tooling::CompilationDatabase> detected_, defaults_;
 };
 
-std::string lineText(const std::string& text, unsigned line) {
-  size_t begin = 0;
-  for (unsigned l = 1; l < line; ++l) {
-    begin = text.find('\n', begin);
-    if (begin == std::string::npos) return "";
-    ++begin;
-  }
-  size_t end = text.find('\n', begin);
-  std::string result = text.substr(begin, end == std::string::npos ? std::string::npos : end - begin);
-  if (!result.empty() && result.back() == '\r') result.pop_back();
-  return result;
-}
-
-std::string trim(const std::string& s) {
-  size_t b = s.find_first_not_of(" \t"), e = s.find_last_not_of(" \t");
-  return b == std::string::npos ? "" : s.substr(b, e - b + 1);
-}
-
-std::vector<std::string> splitList(const std::string& list) {
-  std::vector<std::string> items;
-  std::stringstream stream(list);
-  std::string item;
-  while (std::getline(stream, item, ','))
-    if (!trim(item).empty()) items.push_back(trim(item));
-  return items;
-}
-
-// A NOLINT list names rules exactly or by a trailing-`*` glob.
-bool listNames(const std::string& list, const std::string& ruleId) {
-  for (const std::string& name : splitList(list)) {
-    if (name == ruleId || name == "*") return true;
-    if (name.back() == '*' && ruleId.compare(0, name.size() - 1, name, 0, name.size() - 1) == 0) return true;
-  }
-  return false;
-}
-
-// Looks for `marker` (e.g. "NOLINTNEXTLINE") in `line` not followed by more
-// letters; true when it is bare or its parenthesised list names the rule.
-bool markerCovers(const std::string& line, const std::string& marker, const std::string& ruleId) {
-  for (size_t at = line.find(marker); at != std::string::npos; at = line.find(marker, at + 1)) {
-    size_t after = at + marker.size();
-    if (after < line.size() && std::isupper(static_cast<unsigned char>(line[after]))) continue;
-    if (after >= line.size() || line[after] != '(') return true;
-    size_t close = line.find(')', after);
-    if (close == std::string::npos) continue;
-    if (listNames(line.substr(after + 1, close - after - 1), ruleId)) return true;
-  }
-  return false;
-}
-
 std::string displayPath(const std::string& path) {
   llvm::SmallString<256> cwd;
   if (!llvm::sys::fs::current_path(cwd)) {
@@ -147,13 +97,6 @@ std::string quoted(const std::string& s) {
     else out += c;
   }
   return out + "\"";
-}
-
-std::vector<std::string> listValue(const nlohmann::json& value) {
-  if (value.is_string()) return splitList(value.get<std::string>());
-  std::vector<std::string> items;
-  for (const auto& item : value) items.push_back(item.get<std::string>());
-  return items;
 }
 
 bool isSourceFile(llvm::StringRef path) {
@@ -251,12 +194,6 @@ std::vector<LintFinding> findingsOf(const EngineResult& result) {
   return all;
 }
 
-bool RuleSelection::admits(const std::string& ruleId) const {
-  auto matches = [&](const std::string& p) { return matchesPattern(ruleId, p); };
-  bool selected = select.empty() || std::any_of(select.begin(), select.end(), matches);
-  return selected && std::none_of(ignore.begin(), ignore.end(), matches);
-}
-
 bool selectionFor(const std::string& file, RuleSelection& out, std::string& error) {
   out = RuleSelection{};
   std::string dir = llvm::sys::path::parent_path(file).str();
@@ -268,22 +205,7 @@ bool selectionFor(const std::string& file, RuleSelection& out, std::string& erro
         error = candidate + ": cannot read";
         return false;
       }
-      try {
-        nlohmann::json json = nlohmann::json::parse(text);
-        if (!json.is_object()) throw std::runtime_error("not a JSON object");
-        for (auto& [key, value] : json.items()) {
-          if (key == "select") out.select = listValue(value);
-          else if (key == "ignore") out.ignore = listValue(value);
-          else {
-            error = candidate + ": unknown key '" + key + "' (known: select, ignore)";
-            return false;
-          }
-        }
-        return true;
-      } catch (const std::exception& e) {
-        error = candidate + ": " + e.what();
-        return false;
-      }
+      return parseRuleSelection(text, candidate, catalogueIds(), out, error);
     }
     std::string parent = llvm::sys::path::parent_path(dir).str();
     if (parent == dir) break;
@@ -292,25 +214,10 @@ bool selectionFor(const std::string& file, RuleSelection& out, std::string& erro
   return true;
 }
 
-bool isSuppressed(const std::string& text, unsigned line, const std::string& ruleId) {
-  if (markerCovers(lineText(text, line), "NOLINT", ruleId)) return true;
-  if (line > 1 && markerCovers(lineText(text, line - 1), "NOLINTNEXTLINE", ruleId)) return true;
-  // NOLINTBEGIN/END regions: a begin that covers the rule and has no end yet.
-  if (text.find("NOLINTBEGIN") == std::string::npos) return false;
-  int open = 0;
-  for (unsigned l = 1; l < line; ++l) {
-    std::string t = lineText(text, l);
-    if (markerCovers(t, "NOLINTBEGIN", ruleId)) ++open;
-    if (markerCovers(t, "NOLINTEND", ruleId) && open > 0) --open;
-  }
-  return open > 0;
-}
-
-bool matchesPattern(const std::string& ruleId, const std::string& pattern) {
-  if (pattern.empty()) return false;
-  if (pattern == "*") return true;
-  std::string prefix = pattern.back() == '*' ? pattern.substr(0, pattern.size() - 1) : pattern;
-  return ruleId.compare(0, prefix.size(), prefix) == 0;
+std::vector<std::string> catalogueIds() {
+  std::vector<std::string> ids;
+  for (const Rule& rule : buildCatalogue(FabricOptions{})) ids.push_back(rule.id);
+  return ids;
 }
 
 bool mayMatchAnyRule(const std::string& text) {
@@ -380,17 +287,6 @@ EngineOptions engineOptionsFor(const std::string& projectRoot, const char* argv0
 }
 
 
-unsigned utf16Column(const std::string& text, unsigned line, unsigned column) {
-  std::string lineBytes = lineText(text, line);
-  unsigned units = 0;
-  for (unsigned i = 0; i + 1 < column && i < lineBytes.size(); ++i) {
-    unsigned char c = lineBytes[i];
-    if ((c & 0xC0) == 0x80) continue;  // continuation byte
-    units += (c >= 0xF0) ? 2 : 1;      // 4-byte sequences are surrogate pairs
-  }
-  return units;
-}
-
 // --- the lint command -------------------------------------------------------
 
 int runLint(int argc, const char** argv) {
@@ -449,9 +345,14 @@ int runLint(int argc, const char** argv) {
   }
   unsigned workers = std::max(1u, std::thread::hardware_concurrency());
   if (!jobs.empty()) {
-    if (jobs.find_first_not_of("0123456789") != std::string::npos || std::stoul(jobs) == 0)
-      return fail("-j takes a positive number, got '" + jobs + "'");
+    // At most 4 digits: std::stoul would throw on a number past its range.
+    if (jobs.size() > 4 || jobs.find_first_not_of("0123456789") != std::string::npos || std::stoul(jobs) == 0)
+      return fail("-j takes a positive number (1-9999), got '" + jobs + "'");
     workers = static_cast<unsigned>(std::stoul(jobs));
+  }
+  for (auto [option, patterns] : {std::pair{"--select", &cliSelect}, std::pair{"--ignore", &cliIgnore}}) {
+    std::string problem = unknownPatternError(*patterns, catalogueIds(), option);
+    if (!problem.empty()) return fail(problem);
   }
   if (format != "text" && format != "json" && format != "sarif" && format != "github")
     return fail("unknown --format '" + format + "' (text, json, sarif, github)");

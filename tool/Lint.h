@@ -5,6 +5,8 @@
 
 #include "EditSet.h"
 #include "Engine.h"
+#include "LintFinding.h"
+#include "RuleSelection.h"
 
 #include "clang/Tooling/CompilationDatabase.h"
 
@@ -20,37 +22,16 @@ int runLsp(int argc, const char** argv);
 
 // --- shared by lint and lsp -------------------------------------------------
 
-// A finding as shown to a person: a rule match (with its edits as fix-it),
-// or an engine finding that is not a match (code inside a macro).
-struct LintFinding {
-  std::string ruleId;
-  std::string file;  // absolute
-  unsigned line = 0, column = 0;  // 1-based, column in bytes
-  std::string message;
-  std::vector<TextEdit> edits;
-};
-
 // Every match once, then the engine findings no match already stands for.
 std::vector<LintFinding> findingsOf(const EngineResult& result);
-
-// clang-tidy's comment conventions: `// NOLINT`, `// NOLINT(id, prefix-*)` on
-// the line, `// NOLINTNEXTLINE(...)` on the line before, and lines between
-// `// NOLINTBEGIN(...)` and `// NOLINTEND(...)`.
-bool isSuppressed(const std::string& text, unsigned line, const std::string& ruleId);
-
-// `id` is selected by a pattern equal to it, a prefix of it ("fabric-" or
-// "fabric-*"), or "*".
-bool matchesPattern(const std::string& ruleId, const std::string& pattern);
-
-// --select/--ignore, or the keys of a .fabricize.json: patterns as above.
-struct RuleSelection {
-  std::vector<std::string> select, ignore;  // empty select: every rule
-  bool admits(const std::string& ruleId) const;
-};
 
 // The nearest .fabricize.json in the file's directory or above (none: every
 // rule). False, with `error`, when it exists but cannot be used.
 bool selectionFor(const std::string& file, RuleSelection& out, std::string& error);
+
+// The ids of the migrate catalogue: what --select, --ignore and
+// .fabricize.json may name.
+std::vector<std::string> catalogueIds();
 
 // Whether any identifier in `text` is one the catalogue's matchers name:
 // a file with none cannot match and need not be parsed.
@@ -72,11 +53,6 @@ std::unique_ptr<clang::tooling::CompilationDatabase> databaseFor(const std::stri
 // runtime's headers (a migrated program includes <fabric/fabric.h>).
 EngineOptions engineOptionsFor(const std::string& projectRoot, const char* argv0, bool usePch = true);
 
-
 std::string absolutePath(const std::string& path);
-
-// 0-based UTF-16 offset within its line of the byte `column` (1-based) of
-// `line` (1-based): LSP positions and SARIF columns count UTF-16 code units.
-unsigned utf16Column(const std::string& text, unsigned line, unsigned column);
 
 }  // namespace fabricize

@@ -1,0 +1,52 @@
+// The protocol half of `fabricize lsp`: Content-Length framing, JSON-RPC
+// dispatch, open documents, diagnostics and code actions. What a document's
+// findings are is the analyser's business (Lsp.cpp runs the migrate
+// catalogue through Clang), so this half depends on neither Clang nor the
+// rules and can be fuzzed on its own (test/fuzz/fuzz_lsp.cpp).
+#pragma once
+
+#include "LintFinding.h"
+#include "RuleSelection.h"
+
+#include <functional>
+#include <iosfwd>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace fabricize {
+
+struct LspDocument {
+  std::string uri, path, text;  // path: from a file:// uri, else empty (not analysed)
+  // Filled by the analyser:
+  std::vector<LintFinding> findings;   // line/column into `text`
+  std::vector<TextEdit> migrateEdits;  // the whole-file migration, merged
+  bool parsed = true;                  // false: the text does not compile
+  std::string configError;             // a .fabricize.json that could not be used
+};
+
+// Fills a document's findings from its uri, path and text.
+using LspAnalyser = std::function<void(LspDocument&)>;
+
+// The largest message body the server accepts (larger: a parse error, and
+// the body is skipped without being held in memory).
+constexpr size_t kMaxLspMessageBytes = size_t(64) << 20;
+
+class LspServer {
+ public:
+  LspServer(std::istream& in, std::ostream& out, LspAnalyser analyse);
+  ~LspServer();
+  // Serves until `exit` or the end of input. Returns the exit code the
+  // protocol asks for: 0 after shutdown, else 1.
+  int serve();
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+// "file:///a%20b.cpp" -> "/a b.cpp"; empty for other schemes.
+std::string pathFromUri(const std::string& uri);
+
+}  // namespace fabricize
