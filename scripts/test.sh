@@ -1,8 +1,29 @@
 #!/usr/bin/env bash
 # Runs every test: lit rule and tool tests, runtime tests with real
-# processes and Gloo, end-to-end migrations of examples/ and ../shared/corpus.
+# processes and Gloo, end-to-end migrations of examples/ and ../shared/corpus
+# (ctest on build/), then the reliability steps: the libFuzzer targets for a
+# bounded number of inputs (scripts/fuzz.sh, build-fuzz/) and the unit, lit,
+# LSP and runtime tests again under ASan+UBSan (scripts/sanitize.sh,
+# build-asan/).
+#
+#   scripts/test.sh              everything (what CI runs)
+#   scripts/test.sh -R lit       ctest on build/ with these arguments, nothing else
+#   FABRIC_TEST_QUICK=1 scripts/test.sh   ctest on build/ only
+# Either way the script says that the reliability steps were skipped.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ -f build/build.ninja ] || scripts/setup.sh --no-demo
-cmake --build build -j "$(nproc)"
-ctest --test-dir build --output-on-failure -j 2 "$@"
+step() {  # name, command...: runs it and prints how long it took
+  local name="$1" start; shift
+  start=$(date +%s)
+  "$@"
+  echo "test.sh: $name took $(( $(date +%s) - start )) s"
+}
+step "build" cmake --build build -j "$(nproc)"
+step "ctest" ctest --test-dir build --output-on-failure -j 2 "$@"
+if [ "${FABRIC_TEST_QUICK:-0}" = 1 ] || [ $# -gt 0 ]; then
+  echo "test.sh: a partial run (ctest arguments or FABRIC_TEST_QUICK=1): the fuzz and sanitizer steps were NOT run" >&2
+  exit 0
+fi
+step "fuzz (scripts/fuzz.sh)" scripts/fuzz.sh
+step "sanitizers (scripts/sanitize.sh)" scripts/sanitize.sh

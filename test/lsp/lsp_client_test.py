@@ -284,6 +284,36 @@ def run(fabricize, stubs):
             invalid = client.wait(lambda m: "error" in m and m.get("id") is None, "an invalid request")
             check(invalid["error"]["code"] == -32600, f"not a request: {invalid}")
             client.notify("$/cancelRequest", {"id": 99})  # ignored, as the protocol allows
+            # Values of the wrong shape (a fractional or negative position used to
+            # be converted to unsigned: undefined behaviour).
+            for name, position in [("fractional", {"line": 1.5, "character": 0}),
+                                   ("negative", {"line": -1, "character": 0}),
+                                   ("string", {"line": "1", "character": 0})]:
+                answer = client.request("textDocument/codeAction", {
+                    "textDocument": {"uri": uri}, "range": {"start": position, "end": position},
+                    "context": {"diagnostics": []}})
+                check(answer.get("error", {}).get("code") == -32602
+                      and "non-negative integer" in answer["error"]["message"], f"{name} position: {answer}")
+            answer = client.request("textDocument/codeAction", [uri])
+            check(answer.get("error", {}).get("code") == -32602
+                  and "params must be an object" in answer["error"]["message"], f"params as a list: {answer}")
+            client.send_raw(json.dumps({"jsonrpc": "2.0", "id": 2.5, "method": "shutdown"}).encode())
+            answer = client.wait(lambda m: "error" in m and m.get("id") is None, "a fractional id")
+            check(answer["error"]["code"] == -32600, f"fractional id: {answer}")
+            # Framing: a length that is not a number, and one far beyond the
+            # 64 MiB limit: read through without reserving it, then the
+            # session goes on.
+            client.process.stdin.write(b"Content-Length: 12abc\r\n\r\n")
+            client.process.stdin.flush()
+            answer = client.wait(lambda m: "error" in m and m.get("id") is None, "a bad Content-Length")
+            check(answer["error"]["code"] == -32700 and "Content-Length" in answer["error"]["message"],
+                  f"bad Content-Length: {answer}")
+            client.send_raw(b" " * ((64 << 20) + 1))
+            answer = client.wait(lambda m: "error" in m and m.get("id") is None, "an oversized message")
+            check(answer["error"]["code"] == -32700 and "larger than" in answer["error"]["message"],
+                  f"oversized message: {answer}")
+            alive = client.request("workspace/noSuchMethod", {})
+            check(alive.get("error", {}).get("code") == -32601, f"after the oversized message: {alive}")
 
             client.notify("textDocument/didClose", {"textDocument": {"uri": uri}})
             check(client.diagnostics(uri) == [], "didClose did not clear the diagnostics")
