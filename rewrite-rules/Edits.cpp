@@ -1,5 +1,6 @@
 #include "Edits.h"
 #include "Matchers.h"
+#include "Threading.h"
 
 #include "clang/AST/ASTContext.h"
 #include "clang/AST/Stmt.h"
@@ -142,10 +143,11 @@ bool isFabricType(QualType type) {
   return record && record->getQualifiedNameAsString() == "fabric::Fabric";
 }
 
-// The function around `node`, walking up through lambdas to the function
-// whose locals and parameters the lambda can capture.
+// The functions around `node`, innermost first, walking up through lambdas
+// to the function whose locals and parameters the lambda can capture.
 std::vector<const FunctionDecl*> enclosingFunctions(const DynTypedNode& node, ASTContext& context) {
   std::vector<const FunctionDecl*> functions;
+  if (const auto* function = node.get<FunctionDecl>()) functions.push_back(function);  // a match on a function
   std::vector<DynTypedNode> pending{node};
   while (!pending.empty()) {
     DynTypedNode current = pending.back();
@@ -158,13 +160,101 @@ std::vector<const FunctionDecl*> enclosingFunctions(const DynTypedNode& node, AS
   return functions;
 }
 
-bool isOptimizer(const CXXRecordDecl& record) {
-  if (!record.hasDefinition()) return false;
-  if (record.getQualifiedNameAsString() == "torch::optim::Optimizer") return true;
-  for (const CXXBaseSpecifier& base : record.getDefinition()->bases())
-    if (const auto* parent = base.getType()->getAsCXXRecordDecl())
-      if (isOptimizer(*parent)) return true;
-  return false;
+bool isLambdaBody(const FunctionDecl& function) {
+  const auto* method = llvm::dyn_cast<CXXMethodDecl>(&function);
+  return method && method->getParent()->isLambda();
+}
+
+// Whether `node` comes before the place fabric-insert gives the Fabric in
+// `main` (the argument parsing main starts with).
+bool beforeFabricOfMain(const DynTypedNode& node, const FunctionDecl& main, ASTContext& context) {
+  const auto* body = llvm::dyn_cast_or_null<CompoundStmt>(main.getBody());
+  if (!body) return false;
+  size_t parsing = argumentParsingStatements(*body, context);
+  if (parsing == 0) return false;
+  const SourceManager& sm = context.getSourceManager();
+  SourceLocation first = sm.getExpansionLoc(body->body_begin()[parsing]->getBeginLoc());
+  return sm.isBeforeInTranslationUnit(sm.getExpansionLoc(node.getSourceRange().getBegin()), first);
+}
+
+}  // namespace
+
+namespace {
+
+// The Fabric where `node` is: its name when the code there has one (or
+// main is about to, through fabric-insert), else the function that needs
+// one given (the name is then the parameter's, `fabric`).
+struct Scope {
+  std::string name = "fabric";
+  std::optional<threading::Need> need;
+};
+
+Scope fabricScopeOf(const DynTypedNode& node, ASTContext& context) {
+  Scope scope;
+  std::vector<const FunctionDecl*> functions = enclosingFunctions(node, context);
+  for (const FunctionDecl* function : functions) {
+    for (const ParmVarDecl* parameter : function->parameters())
+      if (isFabricType(parameter->getType()) && !parameter->getName().empty()) {
+        scope.name = parameter->getName().str();
+        return scope;
+      }
+    if (function->hasBody())
+      for (const auto& nodes : ast_matchers::match(
+               ast_matchers::stmt(ast_matchers::forEachDescendant(ast_matchers::varDecl().bind("var"))),
+               *function->getBody(), context)) {
+        const auto* var = nodes.getNodeAs<VarDecl>("var");
+        if (!isFabricType(var->getType())) continue;
+        scope.name = var->getName().str();
+        const SourceManager& sm = context.getSourceManager();
+        if (sm.isBeforeInTranslationUnit(sm.getExpansionLoc(node.getSourceRange().getBegin()),
+                                         sm.getExpansionLoc(var->getBeginLoc())))
+          scope.need = threading::Need{"<before the Fabric>", "code before the Fabric is created",
+                                       "runs before the Fabric is created"};
+        return scope;
+      }
+    if (const auto* method = llvm::dyn_cast<CXXMethodDecl>(function)) {
+      for (const FieldDecl* field : method->getParent()->fields())
+        if (isFabricType(field->getType())) {
+          scope.name = field->getName().str();
+          return scope;
+        }
+      // The member fabric-thread-fabric is adding in the same run.
+      if (match::holdsFabricOrOptimizer(*method->getParent())) {
+        scope.name = threadedMemberName(*method->getParent());
+        return scope;
+      }
+    }
+  }
+  // No Fabric here yet: main gets one from fabric-insert; any other function
+  // only if it can be given one (Threading.h).
+  const FunctionDecl* owner = nullptr;
+  for (const FunctionDecl* function : functions)
+    if (!isLambdaBody(*function)) {
+      owner = function;
+      break;
+    }
+  if (!owner && !functions.empty()) owner = functions.front();
+  if (!owner) {
+    scope.need = threading::Need{"<outside any function>", "code outside any function", "is not in a function"};
+    return scope;
+  }
+  if (owner->isMain()) {
+    using namespace ast_matchers;
+    if (!ast_matchers::match(functionDecl(match::mainNeedingFabric()), *owner, context).empty()) {
+      if (beforeFabricOfMain(node, *owner, context))
+        scope.need = threading::Need{"<main before its Fabric>", "main's argument parsing",
+                                     "runs before main creates the Fabric"};
+    } else if (!ast_matchers::match(functionDecl(match::mainFileDeclaresNoFabric()), *owner, context).empty()) {
+      scope.need = threading::Need{threading::functionKey(*owner), "main", ""};  // fabric-insert declares one if needed
+    } else {
+      scope.need = threading::Need{threading::functionKey(*owner), "main",
+                                   "is in a file that creates its Fabric elsewhere"};
+    }
+    return scope;
+  }
+  scope.need = threading::Need{threading::functionKey(*owner), threading::displayName(*owner),
+                               threading::blockedReason(*owner)};
+  return scope;
 }
 
 }  // namespace
@@ -172,30 +262,17 @@ bool isOptimizer(const CXXRecordDecl& record) {
 std::string fabricNameAt(const ast_matchers::MatchFinder::MatchResult& result) {
   auto root = result.Nodes.getMap().find(RootID);
   if (root == result.Nodes.getMap().end()) return "fabric";
-  for (const FunctionDecl* function : enclosingFunctions(root->second, *result.Context)) {
-    for (const ParmVarDecl* parameter : function->parameters())
-      if (isFabricType(parameter->getType()) && !parameter->getName().empty())
-        return parameter->getName().str();
-    if (function->hasBody())
-      for (const auto& nodes : ast_matchers::match(
-               ast_matchers::stmt(ast_matchers::forEachDescendant(
-                   ast_matchers::varDecl().bind("var"))),
-               *function->getBody(), *result.Context)) {
-        const auto* var = nodes.getNodeAs<VarDecl>("var");
-        if (isFabricType(var->getType())) return var->getName().str();
-      }
-    if (const auto* method = llvm::dyn_cast<CXXMethodDecl>(function)) {
-      bool holdsOptimizer = false;
-      for (const FieldDecl* field : method->getParent()->fields()) {
-        if (isFabricType(field->getType())) return field->getName().str();
-        if (const auto* record = field->getType().getNonReferenceType()->getAsCXXRecordDecl())
-          holdsOptimizer = holdsOptimizer || isOptimizer(*record);
-      }
-      // The member fabric-thread-fabric is adding in the same run.
-      if (holdsOptimizer) return threadedMemberName(*method->getParent());
-    }
-  }
-  return "fabric";
+  Scope scope = fabricScopeOf(root->second, *result.Context);
+  if (scope.need) threading::recordNeed(*scope.need);
+  return scope.name;
+}
+
+std::optional<threading::Need> fabricNeededAt(const ast_matchers::MatchFinder::MatchResult& result) {
+  auto root = result.Nodes.getMap().find(RootID);
+  if (root == result.Nodes.getMap().end()) return std::nullopt;
+  // A match on a declaration (a class, a function) is not code that runs.
+  if (root->second.get<Decl>() || enclosingFunctions(root->second, *result.Context).empty()) return std::nullopt;
+  return fabricScopeOf(root->second, *result.Context).need;
 }
 
 std::string threadedMemberName(const CXXRecordDecl& record) {
@@ -207,6 +284,12 @@ std::string threadedMemberName(const CXXRecordDecl& record) {
 Stencil fabricMember(std::string member) {
   return run([member](const ast_matchers::MatchFinder::MatchResult& result) -> llvm::Expected<std::string> {
     return fabricNameAt(result) + "." + member;
+  });
+}
+
+ASTEdit optionalEdit(ASTEdit edit) {
+  return withMetadata(std::move(edit), [](const ast_matchers::MatchFinder::MatchResult&) -> llvm::Any {
+    return threading::Fact{threading::Fact::Optional, "", "", false, ""};
   });
 }
 

@@ -7,6 +7,9 @@
 #include "clang/Tooling/Transformer/Stencil.h"
 
 #include "Rule.h"
+#include "Threading.h"
+
+#include <optional>
 
 #include <string>
 
@@ -27,13 +30,23 @@ clang::transformer::Stencil fabricInsertionStatement(std::string id, std::string
 // The name under which the Fabric is reachable where the rule matched: a
 // local fabric::Fabric, a parameter, a data member of the enclosing class,
 // else `fabric` (the one fabric-insert puts at the top of main).
+// When the function there has no Fabric yet, the need is recorded
+// (Threading.h): the edit applies only if the function gets one.
 std::string fabricNameAt(const clang::ast_matchers::MatchFinder::MatchResult& result);
+// The Fabric a match's code would need, if its function has none yet: every
+// edit there assumes a migrated function (fabric.setup moved the model),
+// even one that does not name the Fabric.
+std::optional<threading::Need> fabricNeededAt(const clang::ast_matchers::MatchFinder::MatchResult& result);
 // The member fabric-thread-fabric adds to a class: `fabric_` when the
 // class's fields end in '_', else `fabric`.
 std::string threadedMemberName(const clang::CXXRecordDecl& record);
 
 // `<fabric name>.<member>`, e.g. fabricMember("backward(") -> "trainer_fabric.backward(".
 clang::transformer::Stencil fabricMember(std::string member);
+
+// `edit`, marked as one that may be left out without a finding when its
+// function gets no Fabric (a print in a helper that uses no LibTorch).
+clang::transformer::ASTEdit optionalEdit(clang::transformer::ASTEdit edit);
 
 // Removes a whole statement; the engine also removes its line when nothing
 // else is on it.

@@ -148,26 +148,53 @@ inline DeclarationMatcher mainNeedingFabric() {
                       hasBody(hasDescendant(libTorchUse())), mainFileDeclaresNoFabric());
 }
 
-// A class that trains (it holds an optimizer) but has no Fabric yet: the
-// Fabric is threaded into it (fabric-thread-fabric) as a reference member.
+// An optimizer, or what a program holds one by: a reference, a raw pointer,
+// a std::unique_ptr or std::shared_ptr (to the optimizer's own class or to
+// the base torch::optim::Optimizer).
+inline Matcher<clang::QualType> optimizerHandleType() {
+  auto optimizer = optimizerType();
+  auto smart = recordTypeOf(classTemplateSpecializationDecl(
+      hasAnyName("::std::unique_ptr", "::std::shared_ptr"), hasTemplateArgument(0, refersToType(optimizer))));
+  return anyOf(optimizer, references(optimizer), pointsTo(optimizer), smart, references(smart));
+}
+// Whether `type` (a field's, say) holds an optimizer that way.
+bool isOptimizerHandle(clang::QualType type);
+// `record` is the class named `qualifiedName` ("torch::nn::Module") or derives from it.
+bool derivesFrom(const clang::CXXRecordDecl& record, llvm::StringRef qualifiedName);
+// The class keeps the Fabric, or will (fabric-thread-fabric: it holds an optimizer).
+bool holdsFabricOrOptimizer(const clang::CXXRecordDecl& record);
+
+// A class that trains (it holds an optimizer, by value, reference or
+// pointer) but has no Fabric yet: the Fabric is threaded into it
+// (fabric-thread-fabric) as a reference member.
 inline DeclarationMatcher classNeedingFabric() {
   return cxxRecordDecl(isDefinition(), unless(isImplicit()),
-                       has(fieldDecl(hasType(valueOrReference(optimizerType())))),
+                       has(fieldDecl(hasType(optimizerHandleType()))),
                        unless(has(fieldDecl(hasType(valueOrReference(fabricType()))))));
 }
 
-// --- Where a Fabric is available ------------------------------------------
-// main when fabric-insert puts one there, a function that already declares
-// or receives a fabric::Fabric, or a method of a class that holds one or is
-// about to (fabric-thread-fabric).
-inline DeclarationMatcher fabricScopeFunction() {
-  return functionDecl(anyOf(mainNeedingFabric(),
-                            hasAnyParameter(hasType(valueOrReference(fabricType()))),
-                            hasDescendant(varDecl(hasType(fabricType()))),
-                            cxxMethodDecl(ofClass(has(fieldDecl(hasType(valueOrReference(fabricType())))))),
-                            cxxMethodDecl(ofClass(classNeedingFabric()))));
+// --- Where rules apply -------------------------------------------------------
+// Inside any function. Whether that function has a Fabric, or can be given
+// one, is decided once the whole project has been matched (Threading.h): an
+// edit that uses the Fabric records that its function needs one, and is
+// applied only if the function gets it.
+inline auto inFabricScope() { return hasAncestor(functionDecl()); }
+
+// Training code: a function that uses LibTorch (a usage() that prints help
+// is not). Its console and file output goes through rank zero.
+inline DeclarationMatcher trainingFunction() {
+  return functionDecl(hasBody(hasDescendant(libTorchUse())));
 }
-inline auto inFabricScope() { return hasAncestor(fabricScopeFunction()); }
+
+// A function that gets its Fabric as a `fabric::Fabric&` parameter when an
+// edit in it needs one (fabric-thread-fabric): not main, not a method of a
+// class that holds the Fabric (or is about to), and not one that declares a
+// Fabric itself. Constructors, destructors, operators and virtual methods
+// cannot take it (threading::blockedReason says why).
+bool isThreadableFunction(const clang::FunctionDecl& function, clang::ASTContext& context);
+AST_MATCHER(clang::FunctionDecl, threadableFunction) {
+  return isThreadableFunction(Node, Finder->getASTContext());
+}
 
 // Code the user already runs on one rank: inside `if (fabric.is_global_zero())`
 // or `if (fabric.global_rank() == 0)` (or the local rank's).
@@ -200,10 +227,6 @@ inline StatementMatcher parametersOf(Matcher<clang::ValueDecl> decl) {
   return cxxMemberCallExpr(callee(cxxMethodDecl(hasAnyName("parameters", "named_parameters"),
                                                 ofClass(moduleClass()))),
                            on(moduleNamed(decl)));
-}
-// An optimizer declaration built over the parameters of `decl`.
-inline DeclarationMatcher optimizerOver(Matcher<clang::ValueDecl> decl) {
-  return varDecl(hasType(optimizerType()), hasInitializer(hasDescendant(parametersOf(decl))));
 }
 // `fabric.setup(model, ...)` for `decl`.
 inline StatementMatcher fabricSetupOf(Matcher<clang::ValueDecl> decl) {
@@ -238,10 +261,7 @@ AST_MATCHER(clang::FieldDecl, isSoleModuleOfTrainingClass) {
   bool holdsOptimizer = false;
   for (const clang::FieldDecl* field : Node.getParent()->fields()) {
     modules += isModuleType(field->getType());
-    if (!clang::ast_matchers::match(fieldDecl(hasType(valueOrReference(optimizerType()))), *field,
-                                    Finder->getASTContext())
-             .empty())
-      holdsOptimizer = true;
+    holdsOptimizer = holdsOptimizer || isOptimizerHandle(field->getType());
   }
   return holdsOptimizer && modules == 1;
 }
@@ -249,9 +269,18 @@ AST_MATCHER(clang::FieldDecl, isSoleModuleOfTrainingClass) {
 // The module bound to `id` is trained in this function (an optimizer holds
 // its parameters), already set up, or the model a training class holds:
 // Fabric's setup owns its device.
+// Whether an optimizer in the function around `statement` trains `model`
+// (Optimizers.h: by value, by pointer, over parameter groups...).
+bool isTrainedAround(const clang::Stmt& statement, const clang::ValueDecl& model, clang::ASTContext& context);
+AST_MATCHER_P(clang::Stmt, trainsBoundModule, std::string, id) {
+  return Builder->removeBindings([&](const clang::ast_matchers::internal::BoundNodesMap& nodes) {
+    const auto* model = nodes.getNodeAs<clang::ValueDecl>(id);
+    return !model || !isTrainedAround(Node, *model, Finder->getASTContext());
+  });
+}
 inline auto isSetUpModule(const std::string& id) {
-  return anyOf(hasAncestor(functionDecl(anyOf(hasDescendant(optimizerOver(equalsBoundNode(id))),
-                                              hasDescendant(fabricSetupOf(equalsBoundNode(id)))))),
+  return anyOf(trainsBoundModule(id),
+               hasAncestor(functionDecl(hasDescendant(fabricSetupOf(equalsBoundNode(id))))),
                on(moduleNamed(fieldDecl(isSoleModuleOfTrainingClass()))));
 }
 

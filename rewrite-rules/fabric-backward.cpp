@@ -11,14 +11,14 @@ using namespace match;
 Rule makeBackwardRule(const FabricOptions&) {
   auto tensorBackward =
       cxxMemberCallExpr(callee(cxxMethodDecl(hasName("backward"), ofClass(tensorClass()))),
-                        on(expr().bind("loss")), unless(isInTemplateInstantiation()));
+                        on(expr().bind("loss")));
   auto withoutArguments = hasArgument(0, cxxDefaultArgExpr());
   auto autogradBackward =
       callExpr(callee(functionDecl(hasName("::torch::autograd::backward"))),
                // `{loss}` reaches the parameter through vector's initializer_list constructor.
                hasArgument(0, expr(hasDescendant(initListExpr(hasInit(0, expr().bind("loss")),
                                                               unless(hasInit(1, expr())))))),
-               hasArgument(1, cxxDefaultArgExpr()), unless(isInTemplateInstantiation()));
+               hasArgument(1, cxxDefaultArgExpr()));
   auto explain = cat("backward through the Fabric so gradients are synchronised across ranks");
   return {
       "fabric-backward", "5",

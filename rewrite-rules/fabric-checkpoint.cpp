@@ -13,7 +13,7 @@ Rule makeCheckpointRule(const FabricOptions&) {
   auto call = [](llvm::StringRef function) {
     return callExpr(callee(functionDecl(hasName(function))), argumentCountIs(2),
                     hasArgument(0, expr().bind("value")), hasArgument(1, expr().bind("path")),
-                    unless(isInTemplateInstantiation()), inFabricScope())
+                    inFabricScope())
         .bind("call");
   };
   return {"fabric-checkpoint", "+",

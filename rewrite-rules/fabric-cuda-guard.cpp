@@ -27,7 +27,7 @@ Rule makeCudaGuardRule(const FabricOptions&) {
   auto guard = ifStmt(hasCondition(mentionsCudaAvailable()), unless(hasElse(stmt())),
                       unless(hasConditionVariableStatement(declStmt())),
                       hasThen(anyOf(compoundStmt(unless(has(stmt(unless(removable))))), removable)),
-                      isWholeStatement(), unless(isInTemplateInstantiation()),
+                      isWholeStatement(),
                       inFabricScope())
                    .bind("if");
   return {"fabric-cuda-guard", "4",

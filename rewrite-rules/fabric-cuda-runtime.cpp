@@ -14,7 +14,7 @@ Rule makeCudaRuntimeRule(const FabricOptions&) {
       "::cudaSetDevice", "::cudaStreamCreate", "::cudaStreamCreateWithFlags",
       "::cudaStreamCreateWithPriority", "::c10::cuda::set_device", "::c10::cuda::getStreamFromPool",
       "::c10::cuda::setCurrentCUDAStream"));
-  auto call = callExpr(callee(cudaRuntime), unless(isInTemplateInstantiation())).bind("use");
+  auto call = callExpr(callee(cudaRuntime)).bind("use");
   auto stream = varDecl(hasType(recordNamed("::c10::cuda::CUDAStream")), unless(isInstantiated()))
                     .bind("use");
   auto explain = cat("raw CUDA device or stream management: each rank already runs on "

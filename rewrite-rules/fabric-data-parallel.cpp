@@ -13,7 +13,7 @@ Rule makeDataParallelRule(const FabricOptions&) {
   auto dataParallel =
       callExpr(callee(functionDecl(hasName("::torch::nn::parallel::data_parallel"))),
                hasArgument(0, expr().bind("module")), hasArgument(1, expr().bind("input")),
-               unless(isInTemplateInstantiation()), inFabricScope())
+               inFabricScope())
           .bind("call");
   return {"fabric-data-parallel", "+",
           "Replace torch::nn::parallel::data_parallel(model, input, ...) with "

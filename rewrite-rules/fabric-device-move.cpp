@@ -39,9 +39,9 @@ Rule makeDeviceMoveRule(const FabricOptions&) {
   auto moduleTo = cxxMemberCallExpr(
       callee(cxxMethodDecl(hasName("to"), ofClass(moduleClass()))),
       hasArgument(0, deviceArgument("device")), on(moduleReference("module")),
-      unless(isInTemplateInstantiation()), inFabricScope());
+      inFabricScope());
   auto statementOnly = isWholeStatement();
-  auto tensorMove = expr(tensorDeviceMove(expr().bind("tensor")), unless(isInTemplateInstantiation()),
+  auto tensorMove = expr(tensorDeviceMove(expr().bind("tensor")),
                          inFabricScope());
   auto isCuda = callee(cxxMethodDecl(hasName("cuda")));
   // `data = data.cuda();` on a loader batch: the whole statement goes.
@@ -49,7 +49,7 @@ Rule makeDeviceMoveRule(const FabricOptions&) {
       hasOverloadedOperatorName("="), hasArgument(0, ignoringParenImpCasts(declRefExpr(to(varDecl().bind("var"))))),
       hasArgument(1, spelledAs(tensorDeviceMove(
                          ignoringParenImpCasts(declRefExpr(to(varDecl(equalsBoundNode("var"))))), "selfDevice"))),
-      hasArgument(0, loaderBatch()), statementOnly, unless(isInTemplateInstantiation()),
+      hasArgument(0, loaderBatch()), statementOnly,
       inFabricScope());
 
   auto setUpModule = "the Fabric's setup moves the model to its device";
@@ -87,12 +87,12 @@ Rule makeDeviceMoveRule(const FabricOptions&) {
               // factory given a CUDA device as its options, `torch::ones({2}, kCUDA)`.
               makeRule(cxxMemberCallExpr(callee(cxxMethodDecl(hasName("device"), ofClass(hasAnyName("::c10::TensorOptions", "::at::TensorOptions")))),
                                          hasArgument(0, spelledCudaDevice("device")),
-                                         unless(isInTemplateInstantiation()), inFabricScope()),
+                                         inFabricScope()),
                        changeTo(node("device"), edits::fabricMember("device()")), cat(created)),
               makeRule(callExpr(callee(functionDecl(isLibTorchDeclaration())),
                                 hasAnyArgument(expr(hasType(recordTypeOf(cxxRecordDecl(hasAnyName("::c10::TensorOptions", "::at::TensorOptions")))),
                                                     spelledCudaDevice("device"))),
-                                unless(cxxMemberCallExpr()), unless(isInTemplateInstantiation()), inFabricScope()),
+                                unless(cxxMemberCallExpr()), inFabricScope()),
                        changeTo(node("device"), edits::fabricMember("device()")), cat(created)),
           })};
 }

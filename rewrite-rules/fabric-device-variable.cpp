@@ -73,8 +73,7 @@ Rule makeDeviceVariableRule(const FabricOptions&) {
               unless(hasInitializer(anyOf(indexedDevice(), hasDescendant(indexedDevice())))))
           .bind("var");
   auto decl = declStmt(hasSingleDecl(deviceVar),
-                       hasAncestor(functionDecl(fabricScopeFunction(), hasBody(stmt().bind("body")))),
-                       unless(isInTemplateInstantiation()))
+                       hasAncestor(functionDecl(hasBody(stmt().bind("body")))))
                   .bind("decl");
   // `torch::Device device(args)` / `torch::Device device = expr;`: the spelled
   // initialiser is what changes.

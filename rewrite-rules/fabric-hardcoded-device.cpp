@@ -14,7 +14,7 @@ using namespace match;
 
 
 Rule makeHardcodedDeviceRule(const FabricOptions&) {
-  auto indexed = expr(indexedDevice(), unless(isInTemplateInstantiation()));
+  auto indexed = expr(indexedDevice());
   return {"fabric-hardcoded-device", "+",
           "Report devices with a hard-coded index other than 0 (\"cuda:1\", "
           "torch::Device(torch::kCUDA, 1)): under the Fabric each rank owns one device, "

@@ -15,7 +15,7 @@ Rule makeManualAllReduceRule(const FabricOptions&) {
       hasAnyName("allreduce", "allreduce_coalesced"),
       ofClass(cxxRecordDecl(anyOf(isSameOrDerivedFrom("::c10d::ProcessGroup"),
                                   isSameOrDerivedFrom("::c10d::Backend")))))));
-  auto use = expr(anyOf(mpi, processGroup), unless(isInTemplateInstantiation())).bind("use");
+  auto use = expr(anyOf(mpi, processGroup)).bind("use");
   return {"fabric-manual-allreduce", "+",
           "Report hand-written all-reduce (MPI_Allreduce, c10d ProcessGroup::allreduce): the "
           "Fabric already averages gradients in backward; use fabric.all_reduce for metrics.",

@@ -46,18 +46,18 @@ Rule makeRankZeroFileRule(const FabricOptions&) {
       unless(hasArgument(0, hasType(outputFileStream()))),
       unless(hasArgument(0, spelledAs(rankZeroOpen()))),
       unless(hasArgument(0, hasDescendant(rankZeroOpen()))),
-      unless(isInTemplateInstantiation()), inFabricScope(), unless(onOneRankOnly()));
+      inFabricScope(), unless(onOneRankOnly()));
   // `log.open(path[, mode]);` on its own line.
   auto reopened = cxxMemberCallExpr(
       callee(cxxMethodDecl(hasName("open"), ofClass(cxxRecordDecl(hasName("::std::basic_ofstream"))))),
       on(expr().bind("stream")), hasArgument(0, expr().bind("first")),
       lastSpelledArgument(),
-      isWholeStatement(), unless(isInTemplateInstantiation()), inFabricScope(), unless(onOneRankOnly()));
+      isWholeStatement(), inFabricScope(), unless(onOneRankOnly()));
   // C stdio: `fopen(path, "w")` / "a": every rank would write; no safe
   // rewrite (the FILE* may be closed, reopened, shared), so it is reported.
   auto cOpen = callExpr(callee(functionDecl(hasAnyName("::fopen", "::std::fopen"))), argumentCountIs(2),
                         hasArgument(1, ignoringParenImpCasts(stringLiteral(isWriteMode()))),
-                        unless(isInTemplateInstantiation()), inFabricScope(), unless(onOneRankOnly()))
+                        inFabricScope(), unless(onOneRankOnly()))
                    .bind("fopen");
   auto explain = cat("the file is written by global rank 0 only (other ranks write to /dev/null), so "
                      "ranks do not write copies or truncate rank 0's file");
@@ -65,16 +65,22 @@ Rule makeRankZeroFileRule(const FabricOptions&) {
     return cat(prefix, edits::fabricMember("rank_zero_ofstream("), encloseNodes("first", "last"),
                ")");
   };
+  // Training code's files go through rank zero; a helper that uses no
+  // LibTorch does too when it can get the Fabric, and is left alone otherwise.
+  auto training = hasAncestor(trainingFunction());
+  auto openOnRankZero = changeTo(encloseNodes("first", "last"), wrapped(cat("")));
+  auto reopenOnRankZero = changeTo(node("call"), wrapped(cat(node("stream"), " = ")));
   return {"fabric-rank-zero-file", "+",
           "A std::ofstream opened in training code (a loss log, a CSV of metrics) is opened through "
           "fabric.rank_zero_ofstream(path): the file on global rank 0, /dev/null elsewhere. A C "
           "fopen for writing is reported.",
           RuleKind::Rewrite,
           applyFirst<std::string>({
-              makeRule(opened, changeTo(encloseNodes("first", "last"), wrapped(cat(""))), explain),
-              makeRule(reopened.bind("call"),
-                       changeTo(node("call"), wrapped(cat(node("stream"), " = "))), explain),
-              makeRule(cOpen, noopEdit(node("fopen")),
+              makeRule(cxxConstructExpr(opened, training), openOnRankZero, explain),
+              makeRule(cxxMemberCallExpr(reopened, training).bind("call"), reopenOnRankZero, explain),
+              makeRule(opened, edits::optionalEdit(openOnRankZero), explain),
+              makeRule(reopened.bind("call"), edits::optionalEdit(reopenOnRankZero), explain),
+              makeRule(callExpr(cOpen, training), noopEdit(node("fopen")),
                        cat("every rank opens this file for writing: open and write it on rank 0 "
                            "only (if (fabric.is_global_zero()) ...), or use a std::ofstream from "
                            "fabric.rank_zero_ofstream(path)")),

@@ -9,20 +9,28 @@ using namespace clang::transformer;
 using namespace match;
 
 Rule makeRankZeroPrintRule(const FabricOptions&) {
-  auto cout = declRefExpr(to(varDecl(hasName("::std::cout"))), unless(isInTemplateInstantiation()),
+  auto cout = declRefExpr(to(varDecl(hasName("::std::cout"))),
                           inFabricScope(), unless(onOneRankOnly()))
                   .bind("stream");
   auto printf = callExpr(callee(functionDecl(hasAnyName("::printf", "::std::printf"))),
                          callee(expr(ignoringImplicit(declRefExpr().bind("callee")))),
-                         unless(isInTemplateInstantiation()), inFabricScope(), unless(onOneRankOnly()));
+                         inFabricScope(), unless(onOneRankOnly()));
   auto explain = cat("print on rank 0 only, so N ranks do not print N copies");
+  // Output of training code goes through rank zero; a helper that uses no
+  // LibTorch (a usage message) does too when it can get the Fabric, and is
+  // left as it is otherwise.
+  auto training = hasAncestor(trainingFunction());
+  auto toPrint = changeTo(node("stream"), edits::fabricMember("print()"));
+  auto toPrintf = changeTo(node("callee"), edits::fabricMember("printf"));
   return {"fabric-rank-zero-print", "+",
           "std::cout becomes fabric.print() (a stream that writes on global rank 0 only) and "
           "printf becomes fabric.printf.",
           RuleKind::Rewrite,
           applyFirst<std::string>({
-              makeRule(cout, changeTo(node("stream"), edits::fabricMember("print()")), explain),
-              makeRule(printf, changeTo(node("callee"), edits::fabricMember("printf")), explain),
+              makeRule(declRefExpr(cout, training), toPrint, explain),
+              makeRule(callExpr(printf, training), toPrintf, explain),
+              makeRule(cout, edits::optionalEdit(toPrint), explain),
+              makeRule(printf, edits::optionalEdit(toPrintf), explain),
           })};
 }
 

@@ -13,7 +13,7 @@ Rule makeSetupDataLoaderRule(const FabricOptions&) {
   auto makeDataLoader =
       callExpr(callee(functionDecl(hasName("::torch::data::make_data_loader"))),
                callee(expr(ignoringImplicit(declRefExpr().bind("callee")))),
-               unless(isInTemplateInstantiation()), inFabricScope())
+               inFabricScope())
           .bind("call");
   return {"fabric-setup-dataloader", "3",
           "Replace torch::data::make_data_loader<Sampler>(dataset, options) with "

@@ -1,9 +1,19 @@
 // Step 3: fabric.setup(model, optimizers...) once the optimizers exist.
+//
+// Optimizers come by value, through unique_ptr/shared_ptr (to their own
+// class or to torch::optim::Optimizer), as class members, and over parameter
+// groups (Optimizers.h finds the models whose parameters they get). The
+// models and optimizers that share parameters are set up together, right
+// after the last of them is created: `fabric.setup(model, opt)`, or for an
+// optimizer over two models `fabric.setup(encoder); fabric.setup(decoder, opt);`.
 #include "Edits.h"
 #include "Matchers.h"
+#include "Optimizers.h"
 #include "RuleFactories.h"
 
 #include "clang/AST/ASTContext.h"
+#include "clang/AST/ExprCXX.h"
+#include "clang/Lex/Lexer.h"
 #include "clang/Tooling/Transformer/SourceCode.h"
 
 namespace fabricize {
@@ -14,76 +24,201 @@ using namespace match;
 
 namespace {
 
-// Every optimizer over `model` declared in `body`, in source order.
-std::vector<const VarDecl*> optimizersOver(const ValueDecl* model, const Stmt& body,
-                                           ASTContext& context) {
-  std::vector<const VarDecl*> result;
-  for (const auto& nodes : ast_matchers::match(
-           stmt(forEachDescendant(varDecl(optimizerOver(equalsNode(model))).bind("opt"))), body,
-           context))
-    result.push_back(nodes.getNodeAs<VarDecl>("opt"));
-  return result;
+using MatchResult = ast_matchers::MatchFinder::MatchResult;
+
+// The models and optimizers `fabric.setup(...)` calls in `function` name.
+struct ExistingSetups {
+  std::vector<const ValueDecl*> models, optimizers;
+};
+ExistingSetups setupsIn(const FunctionDecl& function) {
+  ExistingSetups found;
+  std::function<void(const Stmt*)> walk = [&](const Stmt* s) {
+    if (!s) return;
+    if (const auto* call = dyn_cast<CXXMemberCallExpr>(s)) {
+      const CXXMethodDecl* method = call->getMethodDecl();
+      if (method && method->getName() == "setup" && method->getParent()->getQualifiedNameAsString() == "fabric::Fabric" &&
+          call->getNumArgs() > 0) {
+        if (const ValueDecl* model = optimizers::rootModule(*call->getArg(0)).decl) found.models.push_back(model);
+        for (unsigned i = 1; i < call->getNumArgs(); ++i) {
+          const Expr* argument = call->getArg(i)->IgnoreParenImpCasts();
+          if (const auto* deref = dyn_cast<UnaryOperator>(argument)) argument = deref->getSubExpr()->IgnoreParenImpCasts();
+          if (const auto* deref = dyn_cast<CXXOperatorCallExpr>(argument); deref && deref->getOperator() == OO_Star)
+            argument = deref->getArg(0)->IgnoreParenImpCasts();
+          if (const auto* ref = dyn_cast<DeclRefExpr>(argument)) found.optimizers.push_back(ref->getDecl());
+          if (const auto* member = dyn_cast<MemberExpr>(argument)) found.optimizers.push_back(member->getMemberDecl());
+        }
+      }
+    }
+    for (const Stmt* child : s->children()) walk(child);
+  };
+  walk(function.getBody());
+  return found;
 }
 
-// One setup call covers all optimizers of a model, so it goes after the last
-// of them and names them all.
-EditGenerator setupAfterLastOptimizer() {
-  return [](const MatchFinder::MatchResult& result) -> llvm::Expected<llvm::SmallVector<Edit, 1>> {
-    const auto* model = result.Nodes.getNodeAs<ValueDecl>("model");
-    const auto* optimizer = result.Nodes.getNodeAs<VarDecl>("optimizer");
-    const auto* body = result.Nodes.getNodeAs<Stmt>("body");
-    auto all = optimizersOver(model, *body, *result.Context);
-    if (all.empty() || all.back() != optimizer) return llvm::SmallVector<Edit, 1>();
-    std::string arguments =
-        tooling::getText(*result.Nodes.getNodeAs<Expr>("modelRef"), *result.Context).str();
-    for (const VarDecl* each : all) arguments += ", " + each->getName().str();
-    using edits::fabricNameAt;
-    return edit(insertAfter(node("decl"), cat("\n", edits::indentOf(node("decl")),
-                                              fabricNameAt(result) + ".setup(", arguments, ");")))(result);
+bool contains(const std::vector<const ValueDecl*>& decls, const ValueDecl* decl) {
+  return std::find(decls.begin(), decls.end(), decl) != decls.end();
+}
+
+// The groups a match sets up: for a statement, the group of the optimizer it
+// creates when it is that group's last creation; for a constructor, every
+// group whose last creation is a member initialiser. Groups a setup call
+// already names (migrated code) are left alone.
+struct Context {
+  const FunctionDecl* function = nullptr;
+  std::vector<optimizers::Creation> creations;
+  std::vector<optimizers::SetupGroup> groups;
+  std::vector<const optimizers::SetupGroup*> toSetUp;
+};
+
+void contextOf(const MatchResult& result, Context& out) {
+  const auto* statement = result.Nodes.getNodeAs<Stmt>("creation");
+  const auto* constructor = result.Nodes.getNodeAs<CXXConstructorDecl>("ctor");
+  out.function = constructor ? constructor
+                             : optimizers::enclosingFunction(DynTypedNode::create(*statement), *result.Context);
+  if (!out.function) return;
+  out.creations = optimizers::creationsIn(*out.function, *result.Context);
+  out.groups = optimizers::setupGroups(out.creations);
+  ExistingSetups existing = setupsIn(*out.function);
+  for (const optimizers::SetupGroup& group : out.groups) {
+    const optimizers::Creation* last = group.creations.back();
+    if (constructor ? !last->initializer : last->statement != statement) continue;
+    bool setUp = false;
+    for (const optimizers::Model& model : group.models) setUp = setUp || contains(existing.models, model.decl);
+    if (!setUp) out.toSetUp.push_back(&group);
+  }
+}
+
+std::string optimizerText(const optimizers::Creation& creation) {
+  return (creation.pointerLike ? "*" : "") + creation.handle->getName().str();
+}
+
+// The setup statements for `group`, one per line.
+std::string setupStatements(const optimizers::SetupGroup& group, const MatchResult& result,
+                            const std::string& indent) {
+  std::string fabric = edits::fabricNameAt(result);
+  std::string text;
+  for (size_t i = 0; i < group.models.size(); ++i) {
+    std::string call = fabric + ".setup(" + tooling::getText(*group.models[i].reference, *result.Context).str();
+    if (i + 1 == group.models.size()) {
+      std::vector<const ValueDecl*> named;
+      for (const optimizers::Creation* c : group.creations)
+        if (!contains(named, c->handle)) {
+          named.push_back(c->handle);
+          call += ", " + optimizerText(*c);
+        }
+    }
+    text += (i ? "\n" + indent : "") + call + ");";
+  }
+  return text;
+}
+
+llvm::SmallVector<Edit, 1> insertion(SourceLocation at, std::string text) {
+  Edit edit;
+  edit.Range = CharSourceRange::getCharRange(at, at);
+  edit.Replacement = std::move(text);
+  return {edit};
+}
+
+// After the last creation of a group that no setup call names yet.
+EditGenerator setupAfterLastCreation() {
+  return [](const MatchResult& result) -> llvm::Expected<llvm::SmallVector<Edit, 1>> {
+    Context context;
+    contextOf(result, context);
+    if (context.toSetUp.empty()) return llvm::SmallVector<Edit, 1>();
+    auto statements = [&](const std::string& indent) {
+      std::string text;
+      for (const optimizers::SetupGroup* group : context.toSetUp)
+        text += "\n" + indent + setupStatements(*group, result, indent);
+      return text;
+    };
+    const SourceManager& sm = *result.SourceManager;
+    const optimizers::Creation* last = context.toSetUp.front()->creations.back();
+    if (!last->place) {  // a member initialiser: first thing in the constructor's body
+      const auto* body = dyn_cast_or_null<CompoundStmt>(context.function->getBody());
+      if (!body) return llvm::SmallVector<Edit, 1>();
+      std::string indent;
+      if (!body->body_empty()) {
+        auto [file, offset] = sm.getDecomposedLoc(sm.getExpansionLoc(body->body_front()->getBeginLoc()));
+        llvm::StringRef text = sm.getBufferData(file);
+        size_t lineStart = text.rfind('\n', offset);
+        indent = text.slice(lineStart + 1, offset).str();
+        if (!llvm::StringRef(indent).trim().empty()) indent.clear();
+      }
+      if (indent.empty()) {
+        auto [file, offset] = sm.getDecomposedLoc(sm.getExpansionLoc(context.function->getBeginLoc()));
+        llvm::StringRef text = sm.getBufferData(file);
+        size_t lineStart = text.rfind('\n', offset);
+        llvm::StringRef line = text.slice(lineStart + 1, offset);
+        indent = line.take_while([](char c) { return c == ' ' || c == '\t'; }).str() + "  ";
+      }
+      return insertion(body->getLBracLoc().getLocWithOffset(1), statements(indent));
+    }
+    CharSourceRange place = tooling::getExtendedRange(*last->place, tok::semi, *result.Context);
+    SourceLocation end = place.getEnd();
+    if (place.isTokenRange())
+      end = Lexer::getLocForEndOfToken(sm.getExpansionLoc(end), 0, sm, result.Context->getLangOpts());
+    auto [file, offset] = sm.getDecomposedLoc(sm.getExpansionLoc(last->place->getBeginLoc()));
+    llvm::StringRef text = sm.getBufferData(file);
+    size_t lineStart = text.rfind('\n', offset == 0 ? 0 : offset - 1);
+    lineStart = lineStart == llvm::StringRef::npos ? 0 : lineStart + 1;
+    std::string indent = text.slice(lineStart, offset).str();
+    if (!llvm::StringRef(indent).trim().empty()) indent = std::string(indent.size(), ' ');
+    return insertion(sm.getExpansionLoc(end), statements(indent));
   };
+}
+
+// Whether the matched creation is an optimizer over a set-up model that no
+// setup call names (added by hand after a migration, say).
+AST_MATCHER(Stmt, isForgottenOptimizer) {
+  const FunctionDecl* function = optimizers::enclosingFunction(DynTypedNode::create(Node), Finder->getASTContext());
+  if (!function) return false;
+  std::vector<optimizers::Creation> creations = optimizers::creationsIn(*function, Finder->getASTContext());
+  const optimizers::Creation* creation = optimizers::creationOf(creations, &Node);
+  if (!creation) return false;
+  ExistingSetups existing = setupsIn(*function);
+  bool modelSetUp = false;
+  for (const optimizers::Model& model : creation->models) modelSetUp = modelSetUp || contains(existing.models, model.decl);
+  return modelSetUp && !contains(existing.optimizers, creation->handle);
+}
+
+// A statement that may create an optimizer (cheap checks first; the
+// generator then finds the models).
+StatementMatcher optimizerCreationCandidate() {
+  auto handle = expr(hasType(optimizerHandleType()));
+  return stmt(anyOf(declStmt(has(varDecl(hasType(optimizerHandleType()), hasInitializer(expr())))),
+                    binaryOperator(isAssignmentOperator(), hasLHS(handle)),
+                    cxxOperatorCallExpr(hasOverloadedOperatorName("="), hasArgument(0, handle)),
+                    cxxMemberCallExpr(callee(cxxMethodDecl(hasName("reset"))), on(handle), argumentCountIs(1))));
+}
+
+AST_MATCHER(Stmt, createsOptimizer) {
+  const FunctionDecl* function = optimizers::enclosingFunction(DynTypedNode::create(Node), Finder->getASTContext());
+  if (!function) return false;
+  return optimizers::creationOf(optimizers::creationsIn(*function, Finder->getASTContext()), &Node) != nullptr;
 }
 
 }  // namespace
 
 Rule makeSetupRule(const FabricOptions&) {
-  auto parameters = cxxMemberCallExpr(
-      callee(cxxMethodDecl(hasAnyName("parameters", "named_parameters"), ofClass(moduleClass()))),
-      on(moduleReference("model")));
-  auto optimizer =
-      varDecl(hasType(optimizerType()), hasInitializer(hasDescendant(parameters))).bind("optimizer");
-  auto setupPoint =
-      declStmt(hasSingleDecl(optimizer),
-               hasAncestor(functionDecl(fabricScopeFunction(), hasBody(stmt().bind("body")))),
-               unless(hasAncestor(
-                   functionDecl(hasDescendant(fabricSetupOf(equalsBoundNode("model")))))),
-               unless(isInTemplateInstantiation()))
-          .bind("decl");
-  // The model is set up, but this optimizer over it is not among the setup's
-  // arguments (added by hand after a migration, say): a person adds it.
-  auto setupNaming = [](const std::string& optimizerId) {
-    return cxxMemberCallExpr(callee(cxxMethodDecl(hasName("setup"), ofClass(fabricClass()))),
-                             hasAnyArgument(ignoringParenImpCasts(
-                                 declRefExpr(to(varDecl(equalsBoundNode(optimizerId)))))));
-  };
-  auto forgotten =
-      declStmt(hasSingleDecl(optimizer),
-               hasAncestor(functionDecl(hasDescendant(fabricSetupOf(equalsBoundNode("model"))),
-                                        unless(hasDescendant(setupNaming("optimizer"))))),
-               unless(isInTemplateInstantiation()))
-          .bind("decl");
+  auto creation = stmt(optimizerCreationCandidate(), inFabricScope(), createsOptimizer()).bind("creation");
+  auto memberCreation =
+      cxxConstructorDecl(isDefinition(), hasAnyConstructorInitializer(cxxCtorInitializer(
+                                             isWritten(), forField(hasType(optimizerHandleType())))))
+          .bind("ctor");
+  auto explain = cat("set up the model and its optimizers with the Fabric");
   return {"fabric-setup", "3",
           "Insert fabric.setup(model, optimizers...) after the last optimizer over the model is "
-          "constructed: it moves the model to the device, broadcasts rank 0's weights and wraps "
-          "it for the strategy. An optimizer over a set-up model that the setup does not name is "
-          "reported.",
+          "created (by value, through a smart pointer, as a member, over parameter groups): it "
+          "moves the model to the device, broadcasts rank 0's weights and wraps it for the "
+          "strategy. An optimizer over a set-up model that the setup does not name is reported.",
           RuleKind::Rewrite,
           applyFirst<std::string>({
-              makeRule(setupPoint, setupAfterLastOptimizer(),
-                       cat("set up the model and its optimizers with the Fabric")),
-              makeRule(forgotten, noopEdit(node("decl")),
+              makeRule(stmt(creation, isForgottenOptimizer()), noopEdit(node("creation")),
                        cat("optimizer over a set-up model that fabric.setup does not name: pass it "
                            "too (fabric.setup(model, optimizer, ...)) so the strategy and the "
                            "precision see its steps")),
+              makeRule(creation, setupAfterLastCreation(), explain),
+              makeRule(memberCreation, setupAfterLastCreation(), explain),
           })};
 }
 

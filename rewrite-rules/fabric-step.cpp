@@ -16,7 +16,7 @@ Rule makeStepRule(const FabricOptions&) {
   auto stepCall = cxxMemberCallExpr(
       callee(cxxMethodDecl(hasName("step"),
                            ofClass(cxxRecordDecl(isSameOrDerivedFrom("::torch::optim::Optimizer"))))),
-      unless(isInTemplateInstantiation()), inFabricScope());
+      inFabricScope());
   // `optimizer.step()`, or `optimizer->step()` through a pointer (raw or
   // smart): fabric.step takes the optimizer itself.
   auto byValue = expr(hasType(valueOrReference(optimizerType())));

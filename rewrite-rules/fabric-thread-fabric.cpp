@@ -1,16 +1,24 @@
-// When training happens outside main, in a class that holds the optimizer
-// (a Trainer declared in its own header), the Fabric is passed in: a
-// `fabric::Fabric&` member, a constructor parameter in the declaration and
-// the definition, the member initialised from it, and `fabric` passed where
-// main constructs the class. The other rules then use the member.
+// When training happens outside main, the Fabric is passed in.
+//  - A class that holds the optimizer (a Trainer declared in its own header)
+//    gets a `fabric::Fabric&` member, a constructor parameter in the
+//    declaration and the definition, the member initialised from it, and
+//    the Fabric passed where it is constructed (also through
+//    std::make_unique/make_shared). The other rules then use the member.
+//  - Any other function whose code needs the Fabric (a train() that calls
+//    backward, a test() that prints) gets a `fabric::Fabric& fabric`
+//    parameter at every declaration, and every call passes it. Whether it
+//    does is decided for the whole project (Threading.h): these edits carry
+//    a threading::Fact and are applied only when the function gets the Fabric.
 #include "Edits.h"
 #include "Matchers.h"
 #include "RuleFactories.h"
+#include "Threading.h"
 
 #include "clang/AST/ASTContext.h"
 #include "clang/AST/DeclCXX.h"
 #include "clang/AST/ExprCXX.h"
 #include "clang/AST/TypeLoc.h"
+#include "llvm/Support/Path.h"
 
 namespace fabricize {
 
@@ -91,6 +99,82 @@ EditGenerator passFabric() {
   };
 }
 
+// --- Functions ---------------------------------------------------------------
+
+llvm::SmallVector<Edit, 1> withFact(llvm::SmallVector<Edit, 1> edits, threading::Fact fact) {
+  for (Edit& edit : edits) edit.Metadata = fact;
+  return edits;
+}
+
+// `fabric::Fabric& fabric` first in a declaration's parameter list.
+EditGenerator addFunctionParameter() {
+  return [](const MatchResult& result) -> llvm::Expected<llvm::SmallVector<Edit, 1>> {
+    const auto* function = result.Nodes.getNodeAs<FunctionDecl>("function");
+    threading::Fact fact{threading::Fact::Parameter, threading::functionKey(*function),
+                         threading::displayName(*function), function->isThisDeclarationADefinition(), ""};
+    if (function->getNumParams() > 0)
+      return withFact(insertion(function->getParamDecl(0)->getBeginLoc(), "fabric::Fabric& fabric, "), fact);
+    FunctionTypeLoc type = function->getFunctionTypeLoc();
+    if (!type) return llvm::SmallVector<Edit, 1>();
+    // `f()` or `f(void)`: the parameter replaces whatever is between the parentheses.
+    Edit edit;
+    edit.Range = CharSourceRange::getCharRange(type.getLParenLoc().getLocWithOffset(1), type.getRParenLoc());
+    edit.Replacement = "fabric::Fabric& fabric";
+    edit.Metadata = fact;
+    return llvm::SmallVector<Edit, 1>{edit};
+  };
+}
+
+// `fabric` first among a call's arguments.
+EditGenerator passFabricToFunction() {
+  return [](const MatchResult& result) -> llvm::Expected<llvm::SmallVector<Edit, 1>> {
+    const auto* call = result.Nodes.getNodeAs<CallExpr>("call");
+    const auto* callee = result.Nodes.getNodeAs<FunctionDecl>("callee");
+    threading::Fact fact{threading::Fact::Argument, threading::functionKey(*callee),
+                         threading::displayName(*callee), false, ""};
+    std::string name = edits::fabricNameAt(result);
+    if (call->getNumArgs() > 0 && !isa<CXXDefaultArgExpr>(call->getArg(0)))
+      return withFact(insertion(call->getArg(0)->getBeginLoc(), name + ", "), fact);
+    return withFact(insertion(call->getRParenLoc(), name), fact);
+  };
+}
+
+// A function used other than by a call (its address taken, passed as a
+// callback): a parameter added to it would not reach it there.
+EditGenerator blockThreading() {
+  return [](const MatchResult& result) -> llvm::Expected<llvm::SmallVector<Edit, 1>> {
+    const auto* function = result.Nodes.getNodeAs<FunctionDecl>("function");
+    const auto* use = result.Nodes.getNodeAs<Expr>("use");
+    const SourceManager& sm = *result.SourceManager;
+    SourceLocation at = sm.getExpansionLoc(use->getBeginLoc());
+    std::string where = llvm::sys::path::filename(sm.getFilename(at)).str() + ":" +
+                        std::to_string(sm.getExpansionLineNumber(at));
+    Edit edit;
+    edit.Range = CharSourceRange::getCharRange(use->getBeginLoc(), use->getBeginLoc());
+    edit.Metadata = threading::Fact{threading::Fact::Blocks, threading::functionKey(*function),
+                                    threading::displayName(*function), false,
+                                    "is used other than by a call at " + where +
+                                        " (a function pointer or callback cannot pass the Fabric)"};
+    return llvm::SmallVector<Edit, 1>{edit};
+  };
+}
+
+// Whether the reference is the callee of a call (through the implicit
+// function-to-pointer decay and parentheses).
+AST_MATCHER(DeclRefExpr, isCalleeOfCall) {
+  ASTContext& context = Finder->getASTContext();
+  DynTypedNode current = DynTypedNode::create(Node);
+  for (int depth = 0; depth < 8; ++depth) {
+    DynTypedNodeList parents = context.getParents(current);
+    if (parents.empty()) return false;
+    const DynTypedNode& parent = parents[0];
+    if (const auto* call = parent.get<CallExpr>()) return call->getCallee()->IgnoreParenImpCasts() == &Node;
+    if (!parent.get<ImplicitCastExpr>() && !parent.get<ParenExpr>()) return false;
+    current = parent;
+  }
+  return false;
+}
+
 }  // namespace
 
 Rule makeThreadFabricRule(const FabricOptions&) {
@@ -103,16 +187,38 @@ Rule makeThreadFabricRule(const FabricOptions&) {
                                                           unless(isCopyConstructor()),
                                                           unless(isMoveConstructor()))),
                        inFabricScope(),
-                       unless(hasAncestor(cxxMethodDecl(ofClass(classNeedingFabric())))),
-                       unless(isInTemplateInstantiation()))
+                       unless(hasAncestor(cxxMethodDecl(ofClass(classNeedingFabric())))))
           .bind("construct");
+  // `std::make_unique<Trainer>(config)`: the construction itself is inside
+  // the standard library; the Fabric goes into the call's arguments.
+  auto factory = callExpr(callee(functionDecl(hasAnyName("::std::make_unique", "::std::make_shared"),
+                                              hasTemplateArgument(0, refersToType(recordTypeOf(classNeedingFabric()))))),
+                          inFabricScope(), unless(hasAncestor(cxxMethodDecl(ofClass(classNeedingFabric())))))
+                     .bind("factory");
+  EditGenerator passFabricToFactory = [](const MatchResult& result) -> llvm::Expected<llvm::SmallVector<Edit, 1>> {
+    const auto* call = result.Nodes.getNodeAs<CallExpr>("factory");
+    std::string name = edits::fabricNameAt(result);
+    if (call->getNumArgs() > 0) return insertion(call->getArg(0)->getBeginLoc(), name + ", ");
+    return insertion(call->getRParenLoc(), name);
+  };
+  auto function = functionDecl(threadableFunction(), unless(isInstantiated())).bind("function");
+  auto call = callExpr(callee(functionDecl(threadableFunction()).bind("callee")), inFabricScope(),
+                       unless(cxxOperatorCallExpr()))
+                  .bind("call");
+  auto otherUse = declRefExpr(to(functionDecl(threadableFunction()).bind("function")),
+                              unless(isCalleeOfCall()))
+                      .bind("use");
   auto explain = cat("the training loop lives in this class: the Fabric is passed in and kept "
                      "as a member");
+  auto explainFunction = cat("this function's code uses the Fabric: it is passed in as a parameter");
   return {"fabric-thread-fabric", "+",
           "When a class that holds the optimizer runs the training loop (a Trainer in its own "
           "files), pass the Fabric in: a fabric::Fabric& member, a constructor parameter in the "
           "declaration and the definition, the member initialised from it, and `fabric` at the "
-          "place main constructs the class.",
+          "place main constructs the class (also through std::make_unique/make_shared). Any other "
+          "function whose code needs the Fabric (a train() or test() called from main) gets a "
+          "fabric::Fabric& parameter in every declaration and the Fabric at every call, when all "
+          "its callers have or get one; otherwise what needed it is reported.",
           RuleKind::Rewrite,
           applyFirst<std::string>({
               makeRule(cxxRecordDecl(classNeedingFabric()).bind("class"), addMember(), explain),
@@ -121,6 +227,10 @@ Rule makeThreadFabricRule(const FabricOptions&) {
                        flatten(addParameter(), initialiseMember()), explain),
               makeRule(ctor, addParameter(), explain),
               makeRule(construct, passFabric(), explain),
+              makeRule(factory, passFabricToFactory, explain),
+              makeRule(function, addFunctionParameter(), explainFunction),
+              makeRule(call, passFabricToFunction(), explainFunction),
+              makeRule(otherUse, blockThreading(), explainFunction),
           })};
 }
 

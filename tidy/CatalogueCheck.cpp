@@ -1,5 +1,8 @@
 #include "CatalogueCheck.h"
 
+#include "Edits.h"
+#include "Threading.h"
+
 #include "clang-tidy/ClangTidyDiagnosticConsumer.h"
 
 #include "clang/ASTMatchers/ASTMatchFinder.h"
@@ -11,6 +14,7 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <set>
 
 namespace fabricize::tidy {
 
@@ -33,6 +37,9 @@ constexpr size_t kIncludeKey = 0;
 
 size_t serialOf(size_t key) { return key & kSerialMask; }
 
+// The rule that threads the Fabric into functions and classes (Threading.h).
+constexpr const char* kThreadingRuleId = "fabric-thread-fabric";
+
 
 }  // namespace
 
@@ -42,6 +49,8 @@ struct Recorded {
   SourceLocation loc;
   std::string message;
   std::vector<std::pair<FileID, TextEdit>> edits;  // keys in TextEdit::ruleIndex
+  threading::MatchNeeds needs;  // whose Fabric the edits need (Threading.h)
+  bool hidden = false;          // a fact for the threading analysis, or an edit it dropped
 };
 
 // The matches of all fabric checks in one translation unit, and the fix-its
@@ -78,6 +87,13 @@ class Session {
 
   size_t nextKey(size_t ruleIndex) { return (ruleIndex << kSerialBits) | ++serial_; }
 
+  // Registers fabric-thread-fabric's matchers once per MatchFinder, for the
+  // threading analysis only.
+  void collectFacts(MatchFinder* finder, const FabricOptions& options);
+  // fabric-thread-fabric runs: functions that need the Fabric get it passed
+  // in. Without it, no fix may use a Fabric its function does not have.
+  void enableThreading() { threadingEnabled_ = true; }
+
   size_t add(const SourceManager& sm, Recorded record) {
     sm_ = &sm;
     for (const auto& [file, edit] : record.edits) owner_[serialOf(edit.ruleIndex)] = records_.size();
@@ -90,7 +106,10 @@ class Session {
     includeRequests_.push_back({file, record});
   }
 
-  const Recorded& record(size_t index) const { return records_[index]; }
+  const Recorded& record(size_t index) {
+    if (!merged_) merge();
+    return records_[index];
+  }
 
   const std::vector<FixItHint>& fixesOf(size_t index) {
     if (!merged_) merge();
@@ -149,7 +168,10 @@ class Session {
     auto edits = perFile_.find(file);
     if (edits != perFile_.end() && fixesApplyTo(file)) {
       bool wantsInclude = false;
-      for (const auto& request : includeRequests_) wantsInclude = wantsInclude || request.first == file;
+      for (const auto& request : includeRequests_)
+        wantsInclude = wantsInclude || (request.first == file && (request.second == npos ||
+                                                                  (!records_[request.second].hidden &&
+                                                                   !records_[request.second].edits.empty())));
       std::vector<EditConflict> conflicts;
       std::vector<TextEdit> applied;
       std::string fixed = renderFixed(original, edits->second, wantsInclude, &conflicts, &applied, through);
@@ -163,8 +185,40 @@ class Session {
 
   // The edits of all matches, merged per file the way `fabricize --stdout`
   // merges them, keeping track of which match each surviving edit came from.
+  // Which functions of this TU get the Fabric, as `fabricize` decides it
+  // over a whole project (Threading.h): matches that cannot be applied lose
+  // their fix-its, and are reported when a person must know.
+  void resolveThreading() {
+    std::vector<threading::MatchNeeds> needs;
+    for (const Recorded& record : records_) needs.push_back(record.needs);
+    std::vector<threading::Verdict> verdicts = threading::resolve(needs);
+    for (size_t i = 0; i < records_.size(); ++i) {
+      Recorded& record = records_[i];
+      if (verdicts[i].applied && !threadingEnabled_) {
+        for (const threading::Need& need : record.needs.needs) {
+          verdicts[i].applied = false;
+          if (need.uses && !verdicts[i].report) {
+            verdicts[i].report = true;
+            verdicts[i].reason = "`" + need.name + "` needs the Fabric passed in, which check " +
+                                 std::string(kThreadingRuleId) + " does";
+          }
+        }
+        if (threading::isThreadingEdit(record.needs)) verdicts[i] = {false, false, ""};
+      }
+      if (verdicts[i].applied) continue;
+      record.edits.clear();
+      if (!verdicts[i].report) {
+        record.hidden = true;
+        continue;
+      }
+      record.message = "not migrated (" + record.message + "): " + verdicts[i].reason +
+                       "; give it the Fabric by hand, or restructure";
+    }
+  }
+
   void merge() {
     merged_ = true;
+    resolveThreading();
     fixes_.assign(records_.size(), {});
     notes_.assign(records_.size(), {});
     if (!sm_) return;
@@ -175,6 +229,7 @@ class Session {
       for (const auto& [file, edit] : record.edits) perFile_[file].push_back(edit);
     std::map<FileID, size_t> includeOwner;
     for (const auto& [file, record] : includeRequests_) {
+      if (record != npos && (records_[record].hidden || records_[record].edits.empty())) continue;
       perFile_[file];  // an include alone is a change too
       if (record != npos && !includeOwner.count(file)) includeOwner[file] = record;
     }
@@ -294,6 +349,9 @@ class Session {
   }
 
   static constexpr size_t npos = static_cast<size_t>(-1);
+  std::set<MatchFinder*> collectedBy_;
+  std::vector<std::unique_ptr<MatchFinder::MatchCallback>> collectors_;
+  bool threadingEnabled_ = false;
   std::vector<Recorded> records_;
   std::map<size_t, size_t> owner_;  // serial -> record
   std::vector<std::pair<FileID, size_t>> includeRequests_;
@@ -314,6 +372,7 @@ class Session {
 
 CatalogueCheck::CatalogueCheck(llvm::StringRef name, clang::tidy::ClangTidyContext* context)
     : ClangTidyCheck(name, context), session_(Session::of(context)) {
+  if (name == kThreadingRuleId) session_->enableThreading();
   const FabricOptions defaults;
   options_.accelerator = Options.getLocalOrGlobal("Accelerator", defaults.accelerator).str();
   options_.devices = Options.getLocalOrGlobal("Devices", defaults.devices).str();
@@ -365,6 +424,7 @@ void CatalogueCheck::registerMatchers(MatchFinder* finder) {
   if (!rule_) return;
   for (const auto& matcher : transformer::detail::buildMatchers(rule_->rule))
     finder->addDynamicMatcher(matcher, this);
+  session_->collectFacts(finder, options_);
 }
 
 void CatalogueCheck::onStartOfTranslationUnit() {
@@ -374,50 +434,64 @@ void CatalogueCheck::onStartOfTranslationUnit() {
 
 // The same decisions as the engine's callback (tool/Engine.cpp): nothing in
 // system headers, nothing edited inside a macro expansion, no-op edits are
-// findings for a person, and diagnostic rules never carry a fix.
-void CatalogueCheck::check(const MatchFinder::MatchResult& result) {
+// findings for a person, and diagnostic rules never carry a fix. A match of
+// the fact collector (`factsOnly`) feeds the threading analysis and is never
+// shown.
+size_t recordMatch(const Rule& ruleEntry, size_t ruleIndex, Session& session,
+                   const MatchFinder::MatchResult& result, bool factsOnly) {
   const SourceManager& sm = *result.SourceManager;
-  const auto& rule = rule_->rule;
+  const auto& rule = ruleEntry.rule;
   size_t caseIndex = transformer::detail::findSelectedCase(result, rule);
   std::string explanation;
   if (llvm::Error error = rule.Metadata[caseIndex]->eval(result, &explanation))
     explanation = llvm::toString(std::move(error));
 
   auto root = result.Nodes.getMap().find(transformer::RootID);
-  if (root == result.Nodes.getMap().end()) return;
+  if (root == result.Nodes.getMap().end()) return Session::noRecord;
   SourceRange rootRange = root->second.getSourceRange();
   SourceLocation where = sm.getExpansionLoc(rootRange.getBegin());
-  if (where.isInvalid() || sm.isInSystemHeader(where)) return;
+  if (where.isInvalid() || sm.isInSystemHeader(where)) return Session::noRecord;
 
   Recorded record;
-  record.ruleId = rule_->id;
+  record.ruleId = ruleEntry.id;
   record.loc = where;
   if (rootRange.getBegin().isMacroID() || rootRange.getEnd().isMacroID()) {
+    if (factsOnly) return Session::noRecord;
     record.message = "not migrated: the code is inside a macro expansion (" + explanation +
                      "); migrate it by hand";
-    recorded_.push_back(session_->add(sm, std::move(record)));
-    return;
+    return session.add(sm, std::move(record));
   }
-  llvm::Expected<llvm::SmallVector<transformer::Edit, 1>> edits = rule.Cases[caseIndex].Edits(result);
+  llvm::Expected<llvm::SmallVector<transformer::Edit, 1>> edits = [&] {
+    threading::NeedRecorder recorder;  // the functions whose Fabric the edits use
+    auto evaluated = rule.Cases[caseIndex].Edits(result);
+    record.needs.needs = std::move(recorder.needs);
+    return evaluated;
+  }();
   if (!edits) {
+    if (factsOnly) return Session::noRecord;
     record.message = "internal error: " + llvm::toString(edits.takeError());
-    recorded_.push_back(session_->add(sm, std::move(record)));
-    return;
+    return session.add(sm, std::move(record));
   }
   record.message = explanation;
   bool reportOnly = false;
+  bool factOnly = factsOnly;
   std::vector<FileID> includes;
   for (const transformer::Edit& edit : *edits) {
+    if (const auto* fact = llvm::any_cast<threading::Fact>(&edit.Metadata)) {
+      record.needs.facts.push_back(*fact);
+      if (fact->kind == threading::Fact::Blocks) factOnly = true;
+    }
+    if (factOnly) continue;
     SourceLocation begin = edit.Range.getBegin();
     if (!begin.isFileID() || sm.isInSystemHeader(begin)) continue;
     FileID file = sm.getFileID(begin);
     if (edit.Kind == transformer::EditKind::AddInclude) {
-      if (rule_->kind != RuleKind::Diagnostic) includes.push_back(file);
+      if (ruleEntry.kind != RuleKind::Diagnostic) includes.push_back(file);
       continue;
     }
     unsigned offset = sm.getFileOffset(begin);
     unsigned end = sm.getFileOffset(edit.Range.getEnd());
-    if ((end == offset && edit.Replacement.empty()) || rule_->kind == RuleKind::Diagnostic) {
+    if ((end == offset && edit.Replacement.empty()) || ruleEntry.kind == RuleKind::Diagnostic) {
       // A no-op edit marks what a person must look at: the warning goes there.
       reportOnly = true;
       record.loc = begin;
@@ -427,22 +501,62 @@ void CatalogueCheck::check(const MatchFinder::MatchResult& result) {
     text.offset = offset;
     text.length = end > offset ? end - offset : 0;
     text.replacement = edit.Replacement;
-    text.ruleIndex = session_->nextKey(ruleIndex_);
-    text.ruleId = rule_->id;
+    text.ruleIndex = session.nextKey(ruleIndex);
+    text.ruleId = ruleEntry.id;
     text.explanation = explanation;
     record.edits.push_back({file, std::move(text)});
   }
+  // Code in a function without a Fabric is migrated only if the function
+  // gets one, even where the edit does not name it.
+  if (!threading::isThreadingEdit(record.needs) && !record.edits.empty())
+    if (std::optional<threading::Need> need = edits::fabricNeededAt(result)) {
+      need->uses = false;
+      bool known = false;
+      for (const threading::Need& n : record.needs.needs) known = known || n.function == need->function;
+      if (!known) record.needs.needs.push_back(std::move(*need));
+    }
+  record.hidden = factOnly;
   size_t index = Session::noRecord;
-  if (!record.edits.empty() || reportOnly) {
-    index = session_->add(sm, std::move(record));
-    recorded_.push_back(index);
+  if (!record.edits.empty() || reportOnly || factOnly || !includes.empty()) index = session.add(sm, std::move(record));
+  for (FileID file : includes) session.requestInclude(sm, file, index);
+  return index;
+}
+
+// Feeds the threading analysis with fabric-thread-fabric's facts (which
+// functions can take the Fabric, who calls them) whichever checks run.
+class FactCollector : public MatchFinder::MatchCallback {
+ public:
+  FactCollector(Rule rule, size_t index, Session& session) : rule_(std::move(rule)), index_(index), session_(session) {}
+  void run(const MatchFinder::MatchResult& result) override {
+    recordMatch(rule_, index_, session_, result, /*factsOnly=*/true);
   }
-  for (FileID file : includes) session_->requestInclude(sm, file, index);
+
+ private:
+  Rule rule_;
+  size_t index_;
+  Session& session_;
+};
+
+void Session::collectFacts(MatchFinder* finder, const FabricOptions& options) {
+  if (!collectedBy_.insert(finder).second) return;
+  std::vector<Rule> catalogue = buildCatalogue(options);
+  for (size_t i = 0; i < catalogue.size(); ++i)
+    if (catalogue[i].id == kThreadingRuleId) {
+      collectors_.push_back(std::make_unique<FactCollector>(catalogue[i], i, *this));
+      for (const auto& matcher : transformer::detail::buildMatchers(catalogue[i].rule))
+        finder->addDynamicMatcher(matcher, collectors_.back().get());
+    }
+}
+
+void CatalogueCheck::check(const MatchFinder::MatchResult& result) {
+  size_t index = recordMatch(*rule_, ruleIndex_, *session_, result, /*factsOnly=*/false);
+  if (index != Session::noRecord) recorded_.push_back(index);
 }
 
 void CatalogueCheck::onEndOfTranslationUnit() {
   for (size_t index : recorded_) {
     const Recorded& record = session_->record(index);
+    if (record.hidden) continue;
     {
       DiagnosticBuilder warning = diag(record.loc, "%0");
       warning << record.message;

@@ -1,6 +1,8 @@
 #include "Engine.h"
 
 #include "Pch.h"
+#include "Edits.h"
+#include "Threading.h"
 
 #include "clang/AST/ASTContext.h"
 #include "clang/ASTMatchers/ASTMatchFinder.h"
@@ -15,6 +17,7 @@
 #include "llvm/Support/VirtualFileSystem.h"
 
 #include <atomic>
+#include <tuple>
 #include <mutex>
 #include <thread>
 
@@ -45,12 +48,23 @@ bool isUnder(const std::string& path, const std::string& root) {
   return path[root.size()] == '/';
 }
 
+// A match as the callback records it: the RuleMatch the front ends see,
+// plus what the engine needs to finish it once every TU has been matched.
+struct PendingMatch {
+  RuleMatch match;
+  std::vector<std::string> editFiles;     // path of each of match.edits
+  std::vector<std::string> includeFiles;  // files a rule wants <fabric/fabric.h> in
+  threading::MatchNeeds needs;
+  bool factOnly = false;  // a Fact for the threading analysis, nothing to show
+};
+
 // One callback per rule: selects the matched case, evaluates its edits and
 // explanation, and records them as file offsets.
 class RuleCallback : public MatchFinder::MatchCallback {
  public:
-  RuleCallback(const Rule& rule, size_t index, const EngineOptions& options, EngineResult& out)
-      : rule_(rule), index_(index), options_(options), out_(out) {}
+  RuleCallback(const Rule& rule, size_t index, const EngineOptions& options, EngineResult& out,
+               std::vector<PendingMatch>& pending)
+      : rule_(rule), index_(index), options_(options), out_(out), pending_(pending) {}
 
   void run(const MatchFinder::MatchResult& result) override {
     const SourceManager& sm = *result.SourceManager;
@@ -70,29 +84,39 @@ class RuleCallback : public MatchFinder::MatchCallback {
                                 explanation + "); migrate it by hand");
       return;
     }
-    llvm::Expected<llvm::SmallVector<transformer::Edit, 1>> edits = rule.Cases[caseIndex].Edits(result);
+    PendingMatch pending;
+    llvm::Expected<llvm::SmallVector<transformer::Edit, 1>> edits = [&] {
+      threading::NeedRecorder recorder;  // the functions whose Fabric the edits use
+      auto evaluated = rule.Cases[caseIndex].Edits(result);
+      pending.needs.needs = std::move(recorder.needs);
+      return evaluated;
+    }();
     if (!edits) {
       addFinding(sm, where, "internal error: " + llvm::toString(edits.takeError()));
       return;
     }
-    RuleMatch match;
+    RuleMatch& match = pending.match;
     match.ruleId = rule_.id;
     match.file = pathOf(sm, sm.getFileID(where));
     match.line = sm.getExpansionLineNumber(where);
     match.column = sm.getExpansionColumnNumber(where);
     match.explanation = explanation;
     for (const transformer::Edit& edit : *edits) {
+      if (const auto* fact = llvm::any_cast<threading::Fact>(&edit.Metadata)) {
+        pending.needs.facts.push_back(*fact);
+        if (fact->kind == threading::Fact::Blocks) pending.factOnly = true;
+      }
       SourceLocation begin = edit.Range.getBegin();
       if (!begin.isFileID() || sm.isInSystemHeader(begin) || !inProject(sm, begin)) continue;
       auto [file, offset] = sm.getDecomposedLoc(begin);
       std::string path = pathOf(sm, file);
+      fileResult(sm, file, path);
       if (edit.Kind == transformer::EditKind::AddInclude) {
-        fileResult(sm, file, path).wantsInclude = true;
+        pending.includeFiles.push_back(path);
         continue;
       }
       unsigned end = sm.getDecomposedLoc(edit.Range.getEnd()).second;
       if (end == offset && edit.Replacement.empty()) {  // a noopEdit: report only
-        addFinding(sm, begin, explanation);
         match.reportOnly = true;
         match.line = sm.getSpellingLineNumber(begin);
         match.column = sm.getSpellingColumnNumber(begin);
@@ -107,10 +131,21 @@ class RuleCallback : public MatchFinder::MatchCallback {
       text.explanation = explanation;
       text.line = sm.getSpellingLineNumber(begin);
       text.column = sm.getSpellingColumnNumber(begin);
-      fileResult(sm, file, path).edits.push_back(text);
       match.edits.push_back(std::move(text));
+      pending.editFiles.push_back(path);
     }
-    if (!match.edits.empty() || match.reportOnly) out_.matches.push_back(std::move(match));
+    if (match.edits.empty() && !match.reportOnly && pending.includeFiles.empty() && !pending.factOnly)
+      return;
+    // Code in a function without a Fabric is migrated only if the function
+    // gets one, even where the edit does not name it.
+    if (!threading::isThreadingEdit(pending.needs) && !match.edits.empty())
+      if (std::optional<threading::Need> need = edits::fabricNeededAt(result)) {
+        need->uses = false;
+        bool known = false;
+        for (const threading::Need& n : pending.needs.needs) known = known || n.function == need->function;
+        if (!known) pending.needs.needs.push_back(std::move(*need));
+      }
+    pending_.push_back(std::move(pending));
   }
 
  private:
@@ -142,7 +177,52 @@ class RuleCallback : public MatchFinder::MatchCallback {
   size_t index_;
   const EngineOptions& options_;
   EngineResult& out_;
+  std::vector<PendingMatch>& pending_;
 };
+
+// Once every TU is matched: which functions get the Fabric (Threading.h),
+// then the matches whose edits can be applied go to the files, and those
+// that cannot become findings.
+void finishMatches(std::vector<PendingMatch> pending, EngineResult& out) {
+  // A header's matches are seen once per TU that includes it: once each.
+  std::vector<PendingMatch> unique;
+  std::set<std::tuple<std::string, std::string, unsigned, unsigned, std::string>> seen;
+  for (PendingMatch& p : pending) {
+    std::string firstEdit = p.match.edits.empty() ? "" : std::to_string(p.match.edits.front().offset) + ":" +
+                                                             p.match.edits.front().replacement;
+    if (seen.insert({p.match.ruleId, p.match.file, p.match.line, p.match.column, firstEdit}).second)
+      unique.push_back(std::move(p));
+  }
+  std::vector<threading::MatchNeeds> needs;
+  for (const PendingMatch& p : unique) needs.push_back(p.needs);
+  std::vector<threading::Verdict> verdicts = threading::resolve(needs);
+  for (size_t i = 0; i < unique.size(); ++i) {
+    PendingMatch& p = unique[i];
+    if (p.factOnly) continue;
+    RuleMatch& match = p.match;
+    if (!verdicts[i].applied) {
+      if (!verdicts[i].report) continue;
+      match.edits.clear();
+      match.reportOnly = true;
+      match.notMigrated = true;
+      match.explanation = "not migrated (" + match.explanation + "): " + verdicts[i].reason +
+                          "; give it the Fabric by hand, or restructure";
+      out.findings.push_back({match.ruleId, match.file, match.line, match.column, match.explanation, true});
+      out.matches.push_back(std::move(match));
+      continue;
+    }
+    for (size_t e = 0; e < match.edits.size(); ++e) out.files[p.editFiles[e]].edits.push_back(match.edits[e]);
+    for (const std::string& file : p.includeFiles) out.files[file].wantsInclude = true;
+    if (match.reportOnly) {
+      bool known = false;
+      for (const Finding& f : out.findings)
+        known = known || (f.ruleId == match.ruleId && f.file == match.file && f.line == match.line &&
+                          f.column == match.column);
+      if (!known) out.findings.push_back({match.ruleId, match.file, match.line, match.column, match.explanation});
+    }
+    if (!match.edits.empty() || match.reportOnly) out.matches.push_back(std::move(match));
+  }
+}
 
 // Swallows diagnostics (of an attempt that will be retried) but still counts
 // errors, so the attempt is known to have failed.
@@ -228,8 +308,13 @@ class RecordingAction : public ASTFrontendAction {
   std::set<std::string>& read_;
 };
 
-// One translation unit through the catalogue.
-EngineResult runOne(const std::vector<Rule>& catalogue, const tooling::CompilationDatabase& database,
+// One translation unit through the catalogue: its files and findings, and
+// its matches, finished once every TU has been matched.
+struct SourceResult {
+  EngineResult result;
+  std::vector<PendingMatch> pending;
+};
+SourceResult runOne(const std::vector<Rule>& catalogue, const tooling::CompilationDatabase& database,
                     const std::string& source, const std::optional<std::string>& pch,
                     const EngineOptions& options);
 
@@ -244,7 +329,7 @@ EngineResult runRules(const std::vector<Rule>& catalogue,
     auto commands = database.getCompileCommands(source);
     pchs.push_back(commands.empty() ? std::nullopt : torchPchFor(source, commands.front(), options.pch));
   }
-  std::vector<EngineResult> perSource(sources.size());
+  std::vector<SourceResult> perSource(sources.size());
   std::atomic<size_t> next{0}, started{0};
   std::mutex progressLock;
   auto work = [&]() {
@@ -264,24 +349,14 @@ EngineResult runRules(const std::vector<Rule>& catalogue,
 
   // Merged in source order, so the result does not depend on -j.
   EngineResult total;
+  std::vector<PendingMatch> pending;
   for (size_t i = 0; i < sources.size(); ++i) {
-    EngineResult& one = perSource[i];
+    EngineResult& one = perSource[i].result;
     total.failedSources.insert(total.failedSources.end(), one.failedSources.begin(), one.failedSources.end());
     if (!one.failedSources.empty()) continue;
     total.projectFiles.insert(one.projectFiles.begin(), one.projectFiles.end());
-    for (auto& [path, result] : one.files) {
-      auto [it, inserted] = total.files.try_emplace(path, std::move(result));
-      if (!inserted) {  // a header seen from several TUs: merged later
-        it->second.wantsInclude |= result.wantsInclude;
-        for (auto& e : result.edits) it->second.edits.push_back(std::move(e));
-      }
-    }
-    for (auto& m : one.matches) {
-      bool seen = false;
-      for (const RuleMatch& n : total.matches)
-        seen = seen || (n.ruleId == m.ruleId && n.file == m.file && n.line == m.line && n.column == m.column);
-      if (!seen) total.matches.push_back(std::move(m));
-    }
+    for (auto& [path, result] : one.files) total.files.try_emplace(path, std::move(result));
+    for (auto& p : perSource[i].pending) pending.push_back(std::move(p));
     for (auto& f : one.findings) {
       bool seen = false;
       for (const Finding& g : total.findings)
@@ -289,15 +364,17 @@ EngineResult runRules(const std::vector<Rule>& catalogue,
       if (!seen) total.findings.push_back(std::move(f));
     }
   }
+  finishMatches(std::move(pending), total);
   return total;
 }
 
 namespace {
 
-EngineResult runOne(const std::vector<Rule>& catalogue, const tooling::CompilationDatabase& database,
+SourceResult runOne(const std::vector<Rule>& catalogue, const tooling::CompilationDatabase& database,
                     const std::string& source, const std::optional<std::string>& cachedPch,
                     const EngineOptions& options) {
     EngineResult perSource;
+    std::vector<PendingMatch> pending;
     // With a PCH first; a PCH the compiler rejects (headers changed since)
     // falls back to a plain parse.
     bool failed = true;
@@ -318,6 +395,7 @@ EngineResult runOne(const std::vector<Rule>& catalogue, const tooling::Compilati
         quiet.stalePch = false;
       }
       perSource = EngineResult();
+      pending.clear();
       failed = true;  // until the action reports a clean parse
       // Its own working directory: ClangTool changes it to the command's, and
       // the process-wide one is shared by the workers.
@@ -340,7 +418,7 @@ EngineResult runOne(const std::vector<Rule>& catalogue, const tooling::Compilati
       std::vector<std::unique_ptr<RuleCallback>> callbacks;
       MatchFinder finder;
       for (size_t i = 0; i < catalogue.size(); ++i) {
-        callbacks.push_back(std::make_unique<RuleCallback>(catalogue[i], i, options, perSource));
+        callbacks.push_back(std::make_unique<RuleCallback>(catalogue[i], i, options, perSource, pending));
         for (const auto& matcher : transformer::detail::buildMatchers(catalogue[i].rule))
           finder.addDynamicMatcher(matcher, callbacks.back().get());
       }
@@ -359,11 +437,11 @@ EngineResult runOne(const std::vector<Rule>& catalogue, const tooling::Compilati
       if (!failed) break;
     }
     if (failed) {
-      EngineResult broken;
-      broken.failedSources.push_back(source);
+      SourceResult broken;
+      broken.result.failedSources.push_back(source);
       return broken;
     }
-    return perSource;
+    return {std::move(perSource), std::move(pending)};
 }
 
 }  // namespace

@@ -21,6 +21,9 @@ struct Finding {
   std::string file;
   unsigned line = 0, column = 0;
   std::string message;
+  // An error: training code left without the Fabric (the migrated program
+  // would train unsynchronised copies); a warning: a person should look.
+  bool error = false;
 };
 
 // One match of one rule: where it matched, why, and the edits that fix it
@@ -33,6 +36,9 @@ struct RuleMatch {
   std::string explanation;
   std::vector<TextEdit> edits;  // offsets into `file`
   bool reportOnly = false;      // a finding for a person, nothing to apply
+  // Not applied: the edits need the Fabric in a function that cannot get
+  // it (the explanation then says why); edits is empty.
+  bool notMigrated = false;
 };
 
 struct FileResult {

@@ -421,9 +421,12 @@ int main(int argc, const char** argv) {
     if (!problem.empty()) return fail(problem);
   }
 
-  for (const Finding& f : findings)
-    llvm::errs() << f.file << ":" << f.line << ":" << f.column << ": warning: " << f.message << " ["
-                 << f.ruleId << "]\n";
+  size_t errors = 0;
+  for (const Finding& f : findings) {
+    errors += f.error;
+    llvm::errs() << f.file << ":" << f.line << ":" << f.column << (f.error ? ": error: " : ": warning: ")
+                 << f.message << " [" << f.ruleId << "]\n";
+  }
   if (!quiet) {
     for (const auto& [path, r] : rendered) {
       std::map<std::string, int> perRule;
@@ -437,6 +440,10 @@ int main(int argc, const char** argv) {
       llvm::errs() << (perRule.empty() ? "" : ")") << "\n";
     }
     if (!findings.empty()) llvm::errs() << "fabricize: " << findings.size() << " findings need a person\n";
+    if (errors)
+      llvm::errs() << "fabricize: " << errors << (errors == 1 ? " error" : " errors")
+                   << ": training code the migration could not reach; as written, the ranks would "
+                      "train unsynchronised copies there\n";
   }
 
   if (!reportPath.empty()) {
@@ -452,7 +459,8 @@ int main(int argc, const char** argv) {
     }
     for (const Finding& f : findings)
       report["findings"].push_back({{"rule", f.ruleId}, {"path", f.file}, {"line", f.line},
-                                    {"column", f.column}, {"message", f.message}});
+                                    {"column", f.column}, {"severity", f.error ? "error" : "warning"},
+                                    {"message", f.message}});
     std::string problem = writeFileAtomically(reportPath, report.dump(2) + "\n");
     if (!problem.empty()) return fail(problem);
   }

@@ -1,10 +1,14 @@
-// RUN: %migrate %s -- %flags > %t.cpp
+// RUN: %migrate %s -- %flags > %t.cpp 2> %t.err; test $? -eq 1
 // RUN: FileCheck %s --input-file=%t.cpp
-// RUN: %migrate %t.cpp -- %flags | diff -u %t.cpp -
+// RUN: FileCheck %s --check-prefix=ERR --input-file=%t.err
+// RUN: %migrate %t.cpp -- %flags > %t.again.cpp 2> /dev/null; test $? -eq 1
+// RUN: diff -u %t.cpp %t.again.cpp
 #include <torch/torch.h>
 #include <fabric/fabric.h>
 
-// No Fabric here: untouched.
+// No Fabric here, and none can be passed in (nothing calls it): untouched,
+// and an error, since every rank would train without synchronising.
+// ERR: fabric-backward.cpp:[[@LINE+2]]:37: error: not migrated (backward through the Fabric{{.*}}): nothing in the project calls `pretrain`{{.*}}[fabric-backward]
 // CHECK: {{^}}void pretrain(torch::Tensor loss) { loss.backward(); }
 void pretrain(torch::Tensor loss) { loss.backward(); }
 

@@ -4,9 +4,15 @@
 #include <torch/torch.h>
 #include <fabric/fabric.h>
 
-// Outside a Fabric scope: untouched.
-// CHECK: {{^}}void banner() { std::cout << "hello\n"; }
+// A helper main calls once it has its Fabric gets it too, so it prints once.
+// CHECK: {{^}}void banner(fabric::Fabric& fabric) { fabric.print() << "hello\n"; }
 void banner() { std::cout << "hello\n"; }
+
+// A helper that uses no LibTorch and cannot get the Fabric (main calls it
+// while parsing its arguments, before the Fabric exists): left as it is,
+// without a finding; its output is not training output.
+// CHECK: {{^}}void usage() { std::cout << "usage: train [epochs]\n"; }
+void usage() { std::cout << "usage: train [epochs]\n"; }
 
 // Already on one rank: left as the user wrote it.
 // CHECK: {{^  }}if (fabric.is_global_zero()) std::cout << "rank zero\n";
@@ -24,7 +30,11 @@ void report(fabric::Fabric& fabric) {
 // CHECK-NEXT: {{^    }}fabric.printf("step %d\n", epoch);
 // Errors stay visible on every rank.
 // CHECK-NEXT: {{^    }}std::cerr << "warning\n";
-int main() {
+int main(int argc, char** argv) {
+  if (argc > 2) {
+    usage();
+    return 2;
+  }
   torch::manual_seed(0);
   for (int epoch = 0; epoch < 2; ++epoch) {
     std::cout << "epoch " << epoch << std::endl;

@@ -1,35 +1,144 @@
-// RUN: %migrate %s -- %flags > %t.cpp
+// RUN: %migrate %s -- %flags > %t.cpp 2> %t.err; test $? -eq 1
 // RUN: FileCheck %s --input-file=%t.cpp
-// RUN: %migrate %t.cpp -- %flags | diff -u %t.cpp -
+// RUN: FileCheck %s --check-prefix=ERR --input-file=%t.err
+// RUN: %migrate %t.cpp -- %flags > %t.again.cpp 2> /dev/null; test $? -eq 1
+// RUN: diff -u %t.cpp %t.again.cpp
 #include <torch/torch.h>
 
 struct NetImpl : torch::nn::Module {
   NetImpl();
   torch::Tensor forward(torch::Tensor x);
+  torch::nn::Linear backbone{nullptr}, head{nullptr};
 };
 TORCH_MODULE(Net);
 
-// No Fabric in scope: untouched (threading one in is another rule's job).
+// A module held by value, as PyTorch's own C++ MNIST example holds it.
+struct Plain : torch::nn::Module {
+  torch::Tensor forward(torch::Tensor x);
+};
+
+// No Fabric here, and none can be passed in (nothing calls it): untouched,
+// and an error, since every rank would train its own copy.
+// ERR: fabric-setup.cpp:[[@LINE+4]]:3: error: not migrated (set up the model{{.*}}): nothing in the project calls `pretrain`{{.*}}[fabric-setup]
 // CHECK: {{^  }}torch::optim::SGD opt(net->parameters(), torch::optim::SGDOptions(0.1));
 // CHECK-NEXT: {{^}}}
 void pretrain(Net& net) {
   torch::optim::SGD opt(net->parameters(), torch::optim::SGDOptions(0.1));
 }
 
+// A config struct chooses the optimizer: it is held by a base-class
+// shared_ptr and assigned in branches; the setup goes after the `if`.
+struct Config {
+  std::string optimizer = "sgd";
+};
+// CHECK-LABEL: {{^}}void choose(fabric::Fabric& fabric, const Config& config) {
+// CHECK: {{^  }}} else {
+// CHECK-NEXT: {{^    }}optimizer = std::make_shared<torch::optim::SGD>(model->parameters(), torch::optim::SGDOptions(0.1));
+// CHECK-NEXT: {{^  }}}
+// CHECK-NEXT: {{^  }}fabric.setup(model, *optimizer);
+// CHECK-NEXT: {{^  }}optimizer->zero_grad();
+void choose(const Config& config) {
+  Net model;
+  std::shared_ptr<torch::optim::Optimizer> optimizer;
+  if (config.optimizer == "adam") {
+    optimizer = std::make_shared<torch::optim::Adam>(model->parameters());
+  } else {
+    optimizer = std::make_shared<torch::optim::SGD>(model->parameters(), torch::optim::SGDOptions(0.1));
+  }
+  optimizer->zero_grad();
+}
+
+// A learning rate per part of the model: the optimizer gets parameter
+// groups, and the model is the one the groups' parameters come from.
+// CHECK-LABEL: {{^}}void groups(fabric::Fabric& fabric) {
+// CHECK: {{^  }}torch::optim::Adam optimizer(groups, torch::optim::AdamOptions(1e-3));
+// CHECK-NEXT: {{^  }}fabric.setup(model, optimizer);
+void groups() {
+  Net model;
+  std::vector<torch::optim::OptimizerParamGroup> groups;
+  groups.emplace_back(model->backbone->parameters(), std::make_unique<torch::optim::AdamOptions>(1e-4));
+  groups.emplace_back(model->head->parameters());
+  torch::optim::Adam optimizer(groups, torch::optim::AdamOptions(1e-3));
+}
+
+// One optimizer over two models: both are set up, the optimizer with the last.
+// CHECK-LABEL: {{^}}void two_models(fabric::Fabric& fabric) {
+// CHECK: {{^  }}torch::optim::SGD optimizer(params, torch::optim::SGDOptions(0.1));
+// CHECK-NEXT: {{^  }}fabric.setup(encoder);
+// CHECK-NEXT: {{^  }}fabric.setup(decoder, optimizer);
+void two_models() {
+  Net encoder, decoder;
+  std::vector<torch::Tensor> params = encoder->parameters();
+  for (auto& p : decoder->parameters()) params.push_back(p);
+  torch::optim::SGD optimizer(params, torch::optim::SGDOptions(0.1));
+}
+
+// A Trainer that makes its optimizer in its constructor's initialisers:
+// the setup is the first thing the constructor's body does.
+// CHECK-LABEL: {{^}}class Trainer {
+// CHECK: {{^  }}explicit Trainer(fabric::Fabric& fabric, Net model)
+// CHECK-NEXT: {{^      }}: fabric_(fabric), model_(model), optimizer_(std::make_unique<torch::optim::Adam>(model_->parameters())) {
+// CHECK-NEXT: {{^    }}fabric_.setup(model_, *optimizer_);
+// CHECK-NEXT: {{^    }}optimizer_->zero_grad();
+class Trainer {
+ public:
+  explicit Trainer(Net model)
+      : model_(model), optimizer_(std::make_unique<torch::optim::Adam>(model_->parameters())) {
+    optimizer_->zero_grad();
+  }
+
+ private:
+  Net model_;
+  std::unique_ptr<torch::optim::Adam> optimizer_;
+};
+
+// A struct holding the model.
+struct Experiment {
+  Net net{nullptr};
+};
+
+// CHECK-LABEL: {{^}}int main() {
 // CHECK: {{^  }}torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(0.1));
 // CHECK-NEXT: {{^  }}fabric.setup(model, optimizer);
 // Two optimizers over one module: one setup after the last, naming both.
 // CHECK-NEXT: {{^  }}torch::optim::Adam head_opt(head->parameters());
 // CHECK-NEXT: {{^  }}torch::optim::SGD head_sgd(head->parameters(), torch::optim::SGDOptions(0.01));
 // CHECK-NEXT: {{^  }}fabric.setup(head, head_opt, head_sgd);
+// By value; through a unique_ptr; a model in a struct.
+// CHECK-NEXT: {{^  }}Plain plain;
+// CHECK-NEXT: {{^  }}torch::optim::SGD plain_opt(plain.parameters(), torch::optim::SGDOptions(0.1));
+// CHECK-NEXT: {{^  }}fabric.setup(plain, plain_opt);
+// CHECK-NEXT: {{^  }}Net other;
+// CHECK-NEXT: {{^  }}auto owned = std::make_unique<torch::optim::Adam>(other->parameters());
+// CHECK-NEXT: {{^  }}fabric.setup(other, *owned);
+// CHECK-NEXT: {{^  }}Experiment exp;
+// CHECK-NEXT: {{^  }}torch::optim::Adam exp_opt(exp.net->parameters());
+// CHECK-NEXT: {{^  }}fabric.setup(exp.net, exp_opt);
+// An alias of an optimizer is not another optimizer.
+// CHECK-NEXT: {{^  }}torch::optim::Optimizer* alias = &optimizer;
 // CHECK-NEXT: {{^  }}auto y = model->forward(torch::randn({2, 4}));
+// CHECK-NEXT: {{^  }}choose(fabric, Config{});
+// CHECK-NEXT: {{^  }}groups(fabric);
+// CHECK-NEXT: {{^  }}two_models(fabric);
+// CHECK-NEXT: {{^  }}Trainer trainer(fabric, model);
 int main() {
   Net model;
   torch::nn::Linear head(4, 2);
   torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(0.1));
   torch::optim::Adam head_opt(head->parameters());
   torch::optim::SGD head_sgd(head->parameters(), torch::optim::SGDOptions(0.01));
+  Plain plain;
+  torch::optim::SGD plain_opt(plain.parameters(), torch::optim::SGDOptions(0.1));
+  Net other;
+  auto owned = std::make_unique<torch::optim::Adam>(other->parameters());
+  Experiment exp;
+  torch::optim::Adam exp_opt(exp.net->parameters());
+  torch::optim::Optimizer* alias = &optimizer;
   auto y = model->forward(torch::randn({2, 4}));
+  choose(Config{});
+  groups();
+  two_models();
+  Trainer trainer(model);
   return 0;
 }
 

@@ -1,6 +1,8 @@
-// RUN: %migrate %s -- %flags > %t.cpp
+// RUN: %migrate %s -- %flags > %t.cpp 2> %t.err; test $? -eq 1
 // RUN: FileCheck %s --input-file=%t.cpp
-// RUN: %migrate %t.cpp -- %flags | diff -u %t.cpp -
+// RUN: FileCheck %s --check-prefix=ERR --input-file=%t.err
+// RUN: %migrate %t.cpp -- %flags > %t.again.cpp 2> /dev/null; test $? -eq 1
+// RUN: diff -u %t.cpp %t.again.cpp
 #include <torch/torch.h>
 
 struct NetImpl : torch::nn::Module {
@@ -8,7 +10,8 @@ struct NetImpl : torch::nn::Module {
 };
 TORCH_MODULE(Net);
 
-// Outside a Fabric scope: untouched.
+// No Fabric here, and none can be passed in (nothing calls it): untouched, and an error.
+// ERR: fabric-step.cpp:[[@LINE+2]]:50: error: not migrated (step through the Fabric{{.*}}): nothing in the project calls `plain`{{.*}}[fabric-step]
 // CHECK: {{^}}void plain(torch::optim::Optimizer& optimizer) { optimizer.step(); }
 void plain(torch::optim::Optimizer& optimizer) { optimizer.step(); }
 

@@ -10,7 +10,10 @@
 // RUN: %clang_tidy --load=%tidy_plugin --checks='-*,fabric-backward' %s -- %flags 2>&1 | FileCheck %s --check-prefix=ONE --implicit-check-not='warning:'
 #include <torch/torch.h>
 
-// No Fabric in scope: nothing to say.
+// No Fabric here, and none can be passed in (nothing calls it): reported,
+// without a fix, whichever checks run.
+// CHECK-MESSAGES: :[[@LINE+2]]:37: warning: not migrated (backward through the Fabric{{.*}}): nothing in the project calls `pretrain`{{.*}}[fabric-backward]
+// ONE: :[[@LINE+1]]:37: warning: not migrated (backward through the Fabric{{.*}}): nothing in the project calls `pretrain`{{.*}}[fabric-backward]
 void pretrain(torch::Tensor loss) { loss.backward(); }
 
 // Two rules insert at the top of main: one fix-it carries both texts, in

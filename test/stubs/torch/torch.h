@@ -153,8 +153,12 @@ Tensor data_parallel(ModuleType module, Tensor input,
   }
 
 namespace optim {
+struct OptimizerOptions {
+  virtual ~OptimizerOptions();
+};
 struct OptimizerParamGroup {
   OptimizerParamGroup(std::vector<Tensor> params);
+  OptimizerParamGroup(std::vector<Tensor> params, std::unique_ptr<OptimizerOptions> options);
 };
 class Optimizer {
  public:
@@ -163,7 +167,7 @@ class Optimizer {
   void zero_grad();
   virtual Tensor step(LossClosure closure = nullptr);
 };
-struct SGDOptions {
+struct SGDOptions : OptimizerOptions {
   SGDOptions(double lr);
   SGDOptions& momentum(double m);
 };
@@ -172,12 +176,13 @@ class SGD : public Optimizer {
   SGD(std::vector<Tensor> params, SGDOptions options);
   SGD(std::vector<OptimizerParamGroup> groups, SGDOptions options);
 };
-struct AdamOptions {
+struct AdamOptions : OptimizerOptions {
   AdamOptions(double lr = 1e-3);
 };
 class Adam : public Optimizer {
  public:
   Adam(std::vector<Tensor> params, AdamOptions options = {});
+  Adam(std::vector<OptimizerParamGroup> groups, AdamOptions options = {});
 };
 }  // namespace optim
 

@@ -1,0 +1,86 @@
+#include "Matchers.h"
+
+#include "Optimizers.h"
+#include "Threading.h"
+
+#include "clang/AST/DeclCXX.h"
+#include "clang/AST/DeclTemplate.h"
+
+namespace fabricize::match {
+
+using namespace clang;
+
+bool derivesFrom(const CXXRecordDecl& record, llvm::StringRef qualifiedName) {
+  if (record.getQualifiedNameAsString() == qualifiedName) return true;
+  const CXXRecordDecl* definition = record.getDefinition();
+  if (!definition) return false;
+  for (const CXXBaseSpecifier& base : definition->bases())
+    if (const auto* parent = base.getType()->getAsCXXRecordDecl())
+      if (derivesFrom(*parent, qualifiedName)) return true;
+  return false;
+}
+
+bool isOptimizerHandle(QualType type) {
+  type = type.getNonReferenceType();
+  if (const auto* pointer = type->getAs<PointerType>()) type = pointer->getPointeeType();
+  const auto* record = type->getAsCXXRecordDecl();
+  if (!record) return false;
+  if (const auto* spec = dyn_cast<ClassTemplateSpecializationDecl>(record)) {
+    std::string name = spec->getQualifiedNameAsString();
+    if ((name == "std::unique_ptr" || name == "std::shared_ptr") && spec->getTemplateArgs().size() > 0 &&
+        spec->getTemplateArgs()[0].getKind() == TemplateArgument::Type)
+      record = spec->getTemplateArgs()[0].getAsType()->getAsCXXRecordDecl();
+    if (!record) return false;
+  }
+  return derivesFrom(*record, "torch::optim::Optimizer");
+}
+
+namespace {
+
+bool isFabric(QualType type) {
+  const auto* record = type.getNonReferenceType()->getAsCXXRecordDecl();
+  return record && record->getQualifiedNameAsString() == "fabric::Fabric";
+}
+
+}  // namespace
+
+bool holdsFabricOrOptimizer(const CXXRecordDecl& record) {
+  for (const FieldDecl* field : record.fields())
+    if (isFabric(field->getType()) || isOptimizerHandle(field->getType())) return true;
+  return false;
+}
+
+bool isThreadableFunction(const FunctionDecl& function, ASTContext& context) {
+  const FunctionDecl* pattern = &function;
+  while (const FunctionDecl* p = pattern->getTemplateInstantiationPattern()) {
+    if (p == pattern) break;
+    pattern = p;
+  }
+  const SourceManager& sm = context.getSourceManager();
+  if (pattern->isImplicit() || pattern->isMain() || pattern->isDeleted() || pattern->isDefaulted() ||
+      sm.isInSystemHeader(sm.getExpansionLoc(pattern->getLocation())))
+    return false;
+  if (!threading::blockedReason(*pattern).empty()) return false;
+  for (const ParmVarDecl* parameter : pattern->parameters())
+    if (isFabric(parameter->getType())) return false;
+  if (const auto* method = dyn_cast<CXXMethodDecl>(pattern))
+    if (holdsFabricOrOptimizer(*method->getParent())) return false;
+  if (const FunctionDecl* definition = pattern->getDefinition())
+    if (const Stmt* body = definition->getBody()) {
+      using namespace ast_matchers;
+      if (!ast_matchers::match(stmt(hasDescendant(varDecl(hasType(fabricType())))), *body, context).empty())
+        return false;
+    }
+  return true;
+}
+
+bool isTrainedAround(const Stmt& statement, const ValueDecl& model, ASTContext& context) {
+  const FunctionDecl* function = optimizers::enclosingFunction(DynTypedNode::create(statement), context);
+  if (!function) return false;
+  for (const optimizers::Creation& creation : optimizers::creationsIn(*function, context))
+    for (const optimizers::Model& trained : creation.models)
+      if (trained.decl == &model) return true;
+  return false;
+}
+
+}  // namespace fabricize::match
