@@ -23,10 +23,11 @@ std::vector<Rule> buildCatalogue(const FabricOptions& options) {
       makeDeviceVariableRule(options), makeBackwardRule(options),
       makeStepRule(options),
       makeRankZeroPrintRule(options),  makeRankZeroFileRule(options),
-      makeCheckpointRule(options),
+      makeCheckpointRule(options),     makeReduceMetricRule(options),
       makeDataParallelRule(options),   makeThreadFabricRule(options),
       makeHardcodedDeviceRule(options),
       makeCudaRuntimeRule(options),    makeManualAllReduceRule(options),
+      makeDivergentExitRule(options),  makeOwnDataLoaderRule(options),
   };
 }
 

@@ -314,6 +314,25 @@ inline Matcher<clang::Expr> loaderBatch() {
   return expr(ignoringParenImpCasts(anyOf(direct, declRefExpr(to(copied)))));
 }
 
+// --- Training loops ------------------------------------------------------------
+// A backward pass: `loss.backward()`, `torch::autograd::backward(...)`, or
+// `fabric.backward(loss)` in migrated code.
+inline StatementMatcher backwardCall() {
+  return callExpr(anyOf(cxxMemberCallExpr(callee(cxxMethodDecl(hasName("backward"), ofClass(tensorClass())))),
+                        cxxMemberCallExpr(callee(cxxMethodDecl(hasName("backward"), ofClass(fabricClass())))),
+                        callExpr(callee(functionDecl(hasName("::torch::autograd::backward"))))));
+}
+inline StatementMatcher anyLoop() {
+  return stmt(anyOf(forStmt(), whileStmt(), doStmt(), cxxForRangeStmt()));
+}
+// A loop whose body runs a backward pass (directly: what a called function
+// does is not seen).
+inline StatementMatcher trainingLoop() { return stmt(anyLoop(), hasDescendant(backwardCall())); }
+// A range-for over a data loader (torch's or the Fabric's).
+inline StatementMatcher loaderLoop() {
+  return cxxForRangeStmt(hasRangeInit(ignoringParenImpCasts(expr(hasType(loaderType())))));
+}
+
 // Statements as they sit in a block: a full-expression that creates
 // temporaries (most LibTorch calls) is wrapped in ExprWithCleanups.
 inline StatementMatcher asStatement(StatementMatcher m) {

@@ -23,5 +23,8 @@ Rule makeDataParallelRule(const FabricOptions&);
 Rule makeThreadFabricRule(const FabricOptions&);
 Rule makeCudaRuntimeRule(const FabricOptions&);
 Rule makeManualAllReduceRule(const FabricOptions&);
+Rule makeReduceMetricRule(const FabricOptions&);
+Rule makeDivergentExitRule(const FabricOptions&);
+Rule makeOwnDataLoaderRule(const FabricOptions&);
 
 }  // namespace fabricize

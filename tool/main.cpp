@@ -24,6 +24,7 @@
 #include <map>
 #include <set>
 #include <thread>
+#include <tuple>
 
 using namespace fabricize;
 namespace cl = llvm::cl;
@@ -421,6 +422,10 @@ int main(int argc, const char** argv) {
     if (!problem.empty()) return fail(problem);
   }
 
+  // In source order, whichever rule or translation unit found them.
+  std::stable_sort(findings.begin(), findings.end(), [](const Finding& a, const Finding& b) {
+    return std::tie(a.file, a.line, a.column) < std::tie(b.file, b.line, b.column);
+  });
   size_t errors = 0;
   for (const Finding& f : findings) {
     errors += f.error;

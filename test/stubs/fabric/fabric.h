@@ -10,6 +10,7 @@
 #include <string>
 
 namespace fabric {
+enum class ReduceOp { Sum, Mean, Max, Min };
 template <class T> T to_device(const T& value, const torch::Device& device);
 class Options {
  public:
@@ -46,6 +47,8 @@ class Fabric {
   std::ostream& print();
   int printf(const char* format, ...);
   std::ofstream rank_zero_ofstream(const std::string& path, std::ios::openmode mode = std::ios::out) const;
+  torch::Tensor all_reduce(const torch::Tensor& tensor, ReduceOp op = ReduceOp::Mean);
+  template <class T> T all_reduce(T value, ReduceOp op = ReduceOp::Mean);
   template <class T> void save(const std::string& path, const T& value);
   template <class T> void load(const std::string& path, T& value);
 };

@@ -70,6 +70,9 @@ class Tensor : public TensorBase {
   Tensor argmax(int64_t dim) const;
   Tensor eq(const Tensor& other) const;
   Tensor operator[](int64_t index) const;
+  Tensor& operator+=(const Tensor& other);
+  Tensor detach() const;
+  Tensor slice(int64_t dim, int64_t start, int64_t end) const;
 };
 Tensor operator+(const Tensor& a, const Tensor& b);
 Tensor operator*(const Tensor& a, double b);

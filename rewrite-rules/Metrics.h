@@ -1,0 +1,33 @@
+// Sums and per-rank values in training code: what fabric-reduce-metric
+// all-reduces after a loop over a Fabric loader, and what
+// fabric-divergent-exit must not mistake for a value every rank shares.
+#pragma once
+
+#include "clang/AST/ASTContext.h"
+#include "clang/AST/Decl.h"
+#include "clang/AST/StmtCXX.h"
+
+#include <vector>
+
+namespace fabricize::metrics {
+
+// The variables the loop's body accumulates into (`+=`, `-=`, `++`, `--`)
+// and never assigns outright, of arithmetic or tensor type, declared before
+// the loop in a block that runs the loop once (no loop in between), read
+// after the loop and not all-reduced there yet. In order of first use.
+std::vector<const clang::VarDecl*> accumulatorsOf(const clang::CXXForRangeStmt& loop,
+                                                  const clang::Stmt& functionBody, clang::ASTContext& context);
+
+// `var = <fabric>.all_reduce(var, ...)`: a value already made the same on
+// every rank (migrated code).
+bool isReduction(const clang::Stmt& statement, const clang::VarDecl& var);
+
+// `var` is all-reduced in its function: by hand, or by fabric-reduce-metric
+// (a sum of a loop over a loader).
+bool isReducedSum(const clang::VarDecl& var, clang::ASTContext& context);
+
+// `var` holds a value computed from tensors (`loss.item<double>()`, a
+// tensor itself) that differs between ranks, and is not all-reduced.
+bool holdsPerRankValue(const clang::VarDecl& var, clang::ASTContext& context);
+
+}  // namespace fabricize::metrics

@@ -1,0 +1,34 @@
+// Diagnostic: a training loop that does not read its batches from a data
+// loader the Fabric sets up (a batching class of the project's own, slices
+// of a tensor by index, the whole data set each step) makes every rank train
+// on all of the data: the ranks stay in sync (they average equal gradients)
+// but do N times the work for nothing. A person shards the data.
+#include "Matchers.h"
+#include "RuleFactories.h"
+
+namespace fabricize {
+
+using namespace clang::transformer;
+using namespace match;
+
+Rule makeOwnDataLoaderRule(const FabricOptions&) {
+  // The innermost loop around a backward pass, not inside a loop over a loader.
+  auto loop = stmt(trainingLoop(), unless(hasDescendant(trainingLoop())), unless(loaderLoop()),
+                   unless(hasAncestor(loaderLoop())), inFabricScope())
+                  .bind("loop");
+  return {"fabric-own-dataloader", "+",
+          "Report a training loop whose batches do not come from a data loader (a batching class "
+          "of the project's own, index slices of a tensor): every rank would train on all of the "
+          "data. Shard it: a torch::data dataset through fabric.setup_dataloader, or each rank "
+          "taking its part by fabric.global_rank() and fabric.world_size().",
+          RuleKind::Diagnostic,
+          makeRule(loop, noopEdit(node("loop")),
+                   cat("this training loop does not read its batches from a data loader: after the "
+                       "migration every rank trains on all of the data (N times the work, no "
+                       "speed-up). Shard it: wrap the data in a torch::data::Dataset and iterate "
+                       "fabric.setup_dataloader<torch::data::samplers::RandomSampler>(dataset, "
+                       "batch_size), or have each rank take the batches i with i % "
+                       "fabric.world_size() == fabric.global_rank()"))};
+}
+
+}  // namespace fabricize

@@ -1,0 +1,79 @@
+// RUN: %migrate %s -- %flags > %t.cpp
+// RUN: FileCheck %s --input-file=%t.cpp
+// RUN: %migrate %t.cpp -- %flags | diff -u %t.cpp -
+#include <torch/torch.h>
+
+struct NetImpl : torch::nn::Module {
+  torch::Tensor forward(torch::Tensor x);
+};
+TORCH_MODULE(Net);
+
+struct Points : torch::data::datasets::Dataset<Points> {
+  torch::data::Example<> get(size_t index) override;
+  c10::optional<size_t> size() const override;
+};
+
+// The classic evaluation: sums per batch, divided by the data set's size
+// after the loop. Each rank sums its shard: the sums are all-reduced first.
+// CHECK-LABEL: {{^}}template <class Loader>
+// CHECK-NEXT: {{^}}double evaluate(fabric::Fabric& fabric, Net& model, Loader& loader, size_t dataset_size) {
+// CHECK: {{^    }}correct += output.argmax(1).eq(batch.target).sum().template item<int64_t>();
+// CHECK-NEXT: {{^  }}}
+// CHECK-NEXT: {{^  }}test_loss = fabric.all_reduce(test_loss, fabric::ReduceOp::Sum);
+// CHECK-NEXT: {{^  }}correct = fabric.all_reduce(correct, fabric::ReduceOp::Sum);
+// CHECK-NEXT: {{^  }}fabric.printf("test loss %.4f acc %.4f\n", test_loss / dataset_size,
+template <class Loader>
+double evaluate(Net& model, Loader& loader, size_t dataset_size) {
+  double test_loss = 0;
+  int64_t correct = 0;
+  for (const auto& batch : loader) {
+    auto output = model->forward(batch.data);
+    test_loss += torch::nll_loss(output, batch.target).template item<double>() * batch.data.size(0);
+    correct += output.argmax(1).eq(batch.target).sum().template item<int64_t>();
+  }
+  std::printf("test loss %.4f acc %.4f\n", test_loss / dataset_size,
+              static_cast<double>(correct) / dataset_size);
+  return test_loss / dataset_size;
+}
+
+// Per epoch: a running total, a batch count, a tensor sum; all reduced. A
+// count kept across epochs (a global step) is every rank's own and is left
+// alone, as is a value assigned rather than summed.
+// CHECK-LABEL: {{^}}int main() {
+// CHECK-NOT: global_step = fabric.all_reduce
+// CHECK-NOT: last = fabric.all_reduce
+int main() {
+  Net model;
+  torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(0.1));
+  auto loader = torch::data::make_data_loader(Points().map(torch::data::transforms::Stack<>()), 64);
+  int64_t global_step = 0;
+  int batches_seen = 0;
+  for (int epoch = 0; epoch < 3; ++epoch) {
+    double total = 0;
+    int batches = 0;
+    torch::Tensor sum_of_losses = torch::zeros({1});
+    double last = 0;
+    for (auto& batch : *loader) {
+      auto loss = torch::mse_loss(model->forward(batch.data), batch.target);
+      loss.backward();
+      optimizer.step();
+      total += loss.item<double>();
+      ++batches;
+      ++global_step;
+      sum_of_losses += loss;
+      // Assigned, not summed: this rank's last loss, printed as it is.
+      last = loss.item<double>();
+    }
+    ++batches_seen;
+    std::cout << "epoch " << epoch << " loss " << total / batches << " last " << last
+              << " sum " << sum_of_losses.item<double>() << " step " << global_step << std::endl;
+  }
+  evaluate(model, *loader, 640);
+  return 0;
+}
+// CHECK: {{^}}      last = loss.item<double>();
+// CHECK-NEXT: {{^    }}}
+// CHECK-NEXT: {{^    }}total = fabric.all_reduce(total, fabric::ReduceOp::Sum);
+// CHECK-NEXT: {{^    }}batches = fabric.all_reduce(batches, fabric::ReduceOp::Sum);
+// CHECK-NEXT: {{^    }}sum_of_losses = fabric.all_reduce(sum_of_losses, fabric::ReduceOp::Sum);
+// CHECK-NEXT: {{^    }}++batches_seen;
