@@ -151,6 +151,13 @@ EditGenerator setupAfterLastCreation() {
         llvm::StringRef line = text.slice(lineStart + 1, offset);
         indent = line.take_while([](char c) { return c == ' ' || c == '\t'; }).str() + "  ";
       }
+      if (body->body_empty()) {  // `{}`: the statements get their own lines, the brace its own
+        std::string outer = indent.size() >= 2 ? indent.substr(0, indent.size() - 2) : "";
+        Edit edit;
+        edit.Range = CharSourceRange::getCharRange(body->getLBracLoc().getLocWithOffset(1), body->getRBracLoc());
+        edit.Replacement = statements(indent) + "\n" + outer;
+        return llvm::SmallVector<Edit, 1>{edit};
+      }
       return insertion(body->getLBracLoc().getLocWithOffset(1), statements(indent));
     }
     CharSourceRange place = tooling::getExtendedRange(*last->place, tok::semi, *result.Context);

@@ -31,3 +31,48 @@
 // MAIN: {{^  }}fabric.launch();
 // MAIN: {{^  }}fabric.setup(model, optimizer);
 // MAIN-NEXT: {{^  }}Trainer trainer(fabric, model, optimizer);
+
+// Functions: train() declared in a header, defined in its source and called
+// from main gets a `fabric::Fabric&` parameter at every declaration, and the
+// Fabric at every call; so does the helper it calls, and a factory that makes
+// a Trainer through std::make_unique. A function used as a callback cannot
+// get it: what needed it there is an error finding, left as it was.
+// RUN: rm -rf %t.fn && mkdir -p %t.fn && cp -r %S/Inputs/thread-functions %t.fn/project
+// RUN: %fabricize %t.fn/project/train.cpp %t.fn/project/main.cpp -o %t.fn/out -- %flags 2> %t.fn/err; test $? -eq 1
+// RUN: FileCheck %s --input-file=%t.fn/out/train.h --check-prefix=FN-HEADER
+// RUN: FileCheck %s --input-file=%t.fn/out/train.cpp --check-prefix=FN-SOURCE
+// RUN: FileCheck %s --input-file=%t.fn/out/main.cpp --check-prefix=FN-MAIN
+// RUN: FileCheck %s --input-file=%t.fn/err --check-prefix=FN-ERR
+// RUN: %fabricize %t.fn/out/train.cpp %t.fn/out/main.cpp -o %t.fn/again -- %flags 2> /dev/null; test $? -eq 1
+// RUN: diff -r %t.fn/out %t.fn/again
+//
+// FN-HEADER: {{^}}void train(fabric::Fabric& fabric, Net& model, torch::optim::Optimizer& optimizer, int epochs = 1);
+// FN-HEADER: {{^}}double evaluate(fabric::Fabric& fabric, Net& model);
+// FN-HEADER: {{^}}double probe(Net& model);
+// FN-HEADER: {{^}}  explicit Trainer(fabric::Fabric& fabric, Net model);
+// FN-HEADER: {{^}}  fabric::Fabric& fabric_;
+// FN-HEADER: {{^}}std::unique_ptr<Trainer> make_trainer(fabric::Fabric& fabric, Net model);
+//
+// FN-SOURCE: {{^}}torch::Tensor step(fabric::Fabric& fabric, Net& model, torch::optim::Optimizer& optimizer) {
+// FN-SOURCE: {{^}}  fabric.backward(loss);
+// FN-SOURCE-NEXT: {{^}}  fabric.step(optimizer);
+// FN-SOURCE: {{^}}void train(fabric::Fabric& fabric, Net& model, torch::optim::Optimizer& optimizer, int epochs) {
+// FN-SOURCE: {{^}}    auto loss = step(fabric, model, optimizer);
+// FN-SOURCE-NEXT: {{^}}    fabric.print() << "epoch "
+// FN-SOURCE: {{^}}double evaluate(fabric::Fabric& fabric, Net& model) {
+// FN-SOURCE: {{^}}double probe(Net& model) {
+// FN-SOURCE-NEXT: {{^}}  auto loss
+// FN-SOURCE-NEXT: {{^}}  loss.backward();
+// FN-SOURCE: {{^}}Trainer::Trainer(fabric::Fabric& fabric, Net model)
+// FN-SOURCE-NEXT: {{^}}    : fabric_(fabric), model_(model), optimizer_(std::make_unique<torch::optim::Adam>(model_->parameters())) {
+// FN-SOURCE-NEXT: {{^}}  fabric_.setup(model_, *optimizer_);
+// FN-SOURCE-NEXT: {{^}}}
+// FN-SOURCE: {{^}}  fabric_.step(*optimizer_);
+// FN-SOURCE: {{^}}std::unique_ptr<Trainer> make_trainer(fabric::Fabric& fabric, Net model) { return std::make_unique<Trainer>(fabric, model); }
+//
+// FN-MAIN: {{^}}  train(fabric, model, optimizer, 2);
+// FN-MAIN-NEXT: {{^}}  evaluate(fabric, model);
+// FN-MAIN-NEXT: {{^}}  std::function<double(Net&)> callback = probe;
+// FN-MAIN: {{^}}  auto trainer = make_trainer(fabric, model);
+//
+// FN-ERR: train.cpp:31:3: error: not migrated (backward through the Fabric{{.*}}): `probe` is used other than by a call at main.cpp:10{{.*}}[fabric-backward]
