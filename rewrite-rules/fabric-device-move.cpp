@@ -36,12 +36,15 @@ auto spelledCudaDevice(std::string id) {
 }  // namespace
 
 Rule makeDeviceMoveRule(const FabricOptions&) {
+  // A device with a fixed index other than 0 is a person's decision
+  // (fabric-hardcoded-device reports it).
+  auto fixedIndex = hasArgument(0, expr(anyOf(ignoringImplicit(indexedDevice()), hasDescendant(indexedDevice()))));
   auto moduleTo = cxxMemberCallExpr(
       callee(cxxMethodDecl(hasName("to"), ofClass(moduleClass()))),
-      hasArgument(0, deviceArgument("device")), on(moduleReference("module")),
+      hasArgument(0, deviceArgument("device")), on(moduleReference("module")), unless(fixedIndex),
       inFabricScope());
   auto statementOnly = isWholeStatement();
-  auto tensorMove = expr(tensorDeviceMove(expr().bind("tensor")),
+  auto tensorMove = expr(tensorDeviceMove(expr().bind("tensor")), unless(cxxMemberCallExpr(fixedIndex)),
                          inFabricScope());
   auto isCuda = callee(cxxMethodDecl(hasName("cuda")));
   // `data = data.cuda();` on a loader batch: the whole statement goes.
