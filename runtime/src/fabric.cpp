@@ -1314,6 +1314,7 @@ State& State::add(StateEntry entry) {
 }
 
 void Fabric::finish_save(const std::string& path, const std::string& error_on_rank_zero) {
+  detail::FabricState::MonitorScope scope(state_->monitor.get(), "fabric.save()");
   // Doubles as the barrier after the write: no rank returns before the file
   // is in place, and a failure on rank 0 throws on every rank.
   const std::string error = broadcast(error_on_rank_zero, 0);

@@ -762,10 +762,14 @@ def torchrun_environments(world):
     return [dict(base, RANK=str(r), LOCAL_RANK=str(r)) for r in range(world)]
 
 
-def divergence_case(program, launcher, how, world, stop_rank, stop_step):
+def divergence_case(program, launcher, how, world, stop_rank, stop_step, collective=None):
     case = f"{how}, {world} ranks, rank {stop_rank} leaves the loop after step {stop_step}"
     arguments = ["diverge", f"--devices={world}", f"--stop-rank={stop_rank}",
                  f"--stop-step={stop_step}"]
+    directory = tempfile.TemporaryDirectory()
+    if collective:
+        case += f", the others wait in {collective}"
+        arguments += [f"--collective={collective}", f"--dir={directory.name}"]
     if how == "torchrun":
         commands = [[program] + arguments] * world
         envs = torchrun_environments(world)
@@ -775,8 +779,9 @@ def divergence_case(program, launcher, how, world, stop_rank, stop_step):
     else:
         commands = [[program] + arguments]
         envs = [os.environ]
-    elapsed, codes, _, stderr, leftovers = run_marked_job(case, commands, envs,
-                                                          DIVERGENCE_LIMIT_S + 20)
+    with directory:
+        elapsed, codes, _, stderr, leftovers = run_marked_job(case, commands, envs,
+                                                              DIVERGENCE_LIMIT_S + 20)
     print(f"--- {case}: ended in {elapsed:.2f} s, exit codes {codes}")
     print("\n".join("    " + line[:200] for line in stderr.splitlines() if "fabric" in line))
     if elapsed > DIVERGENCE_LIMIT_S:
@@ -788,9 +793,10 @@ def divergence_case(program, launcher, how, world, stop_rank, stop_step):
         report(case, f"processes left behind: {leftovers}")
     finished_steps = stop_step + 1
     stuck = r"\d+"
+    waits_in = re.escape(f"fabric.{collective or 'backward'}()")
     expected = (rf"^fabric: the ranks left the training loop at different steps: rank {stop_rank} "
                 rf"finished the job \(its Fabric was destroyed\) after {finished_steps} steps, while "
-                rf"rank ({stuck}), in its step {finished_steps + 1}, waits in fabric\.backward\(\) for "
+                rf"rank ({stuck}), in its step {finished_steps + 1}, waits in {waits_in} for "
                 rf"it to join, which will never happen\. The likely cause is a stop condition that "
                 rf"differs per rank, such as `if \(loss < x\) break;`.*all-reduce that value first")
     matches = re.findall(expected, stderr, re.MULTILINE)
@@ -834,6 +840,9 @@ def divergence(program):
     divergence_case(program, None, "launcher", 2, 1, 5)
     divergence_case(program, None, "launcher", 2, 0, 5)
     divergence_case(program, None, "launcher", 3, 2, 3)
+    # Every collective, not only the gradient all-reduce.
+    for collective in ("barrier", "all_reduce", "save"):
+        divergence_case(program, None, "launcher", 2, 1, 2, collective)
 
 
 def divergence_external(program, launcher):

@@ -45,8 +45,11 @@
 //       for every overload; a checkpoint missing (or corrupted) on some
 //       ranks only throws on every rank; training then continues in sync.
 //   fabric_multiprocess_program diverge --stop-rank=R --stop-step=K [--steps=N]
+//       [--collective=barrier|all_reduce|save --dir=D]
 //       trains with DDP; rank R leaves the loop after step K (a stop
 //       condition that differs per rank). The job must end within seconds.
+//       With --collective, every step ends with that collective, in which
+//       the other ranks then wait (instead of the next backward).
 //   fabric_multiprocess_program late_work [--local-work-s=S] [--local-work-rank=R]
 //       trains 5 steps in sync, then rank R (0) works alone for S seconds
 //       (no collective) while the others have finished: must succeed.
@@ -96,6 +99,7 @@ struct Arguments {
   bool setup = true;
   int perturb_rank = -1;
   int perturb_step = 0;
+  std::string collective;
 };
 
 Arguments parse_arguments(int argc, char** argv) {
@@ -125,6 +129,7 @@ Arguments parse_arguments(int argc, char** argv) {
     if (name == "--setup") arguments.setup = value == "1";
     if (name == "--perturb-rank") arguments.perturb_rank = std::stoi(value);
     if (name == "--perturb-step") arguments.perturb_step = std::stoi(value);
+    if (name == "--collective") arguments.collective = value;
   }
   return arguments;
 }
@@ -1505,6 +1510,8 @@ int run_diverge(const Arguments& arguments) {
   Net model;
   torch::optim::SGD optimizer(model->parameters(), 0.01);
   fabric.setup(model, optimizer);
+  const std::string checkpoint = arguments.dir + "/diverge.pt";
+  check(arguments.collective != "save" || !arguments.dir.empty(), "--collective=save needs --dir");
   for (int step = 0; step < arguments.steps; ++step) {
     torch::manual_seed(50 + 10 * step + this_rank);
     optimizer.zero_grad();
@@ -1516,6 +1523,9 @@ int run_diverge(const Arguments& arguments) {
       std::fprintf(stderr, "test: rank %d leaves the loop after step %d\n", this_rank, step);
       break;
     }
+    if (arguments.collective == "barrier") fabric.barrier("end of step");
+    if (arguments.collective == "all_reduce") fabric.all_reduce(loss.detach());
+    if (arguments.collective == "save") fabric.save(checkpoint, model);
   }
   std::fprintf(stderr, "test: rank %d left the loop\n", this_rank);
   return 0;
