@@ -13,6 +13,8 @@
 //    defaulted batched_grad_copy).
 //  - torch::optim::Optimizer::state(): keyed by std::string on 1.13, by
 //    void* on 2.x.
+//  - c10::Error(message, backtrace): the backtrace is a std::string up to
+//    ~2.1, a shared pointer to a lazily computed one afterwards.
 // Within 2.x the constructor variants are picked by what compiles
 // (std::is_constructible), not by version numbers, which are only known
 // approximately.
@@ -181,6 +183,18 @@ auto optimizer_state_key(const Optimizer& optimizer, const at::Tensor& parameter
     return Key(text.str());
   } else {
     return Key(parameter.unsafeGetTensorImpl());
+  }
+}
+
+// A c10::Error whose what() is `message` alone. 1.13..2.1 take the backtrace
+// as a string; later versions as a lazily computed shared pointer (null:
+// none).
+template <class Error = c10::Error>
+Error error_without_backtrace(std::string message) {
+  if constexpr (std::is_constructible<Error, std::string, std::string>::value) {
+    return Error(std::move(message), std::string());
+  } else {
+    return Error(std::move(message), nullptr);
   }
 }
 

@@ -1,8 +1,11 @@
 #include <fabric/fabric.h>
 
 #include "c10d_compat.h"
+#include "checkpoint_load.h"
+#include "job_monitor.h"
 #include "launcher.h"
 #include "strategy.h"
+#include "sync_check.h"
 
 #include <dlfcn.h>
 #include <fcntl.h>
@@ -172,9 +175,32 @@ class FabricState {
   // "zero1", "zero2"), and the strategy.
   StrategyContext context;
   std::unique_ptr<Strategy> strategy;
-  // Every set-up module, with how many no_backward_sync guards hold it.
-  std::unordered_map<const torch::nn::Module*, int> no_sync_depth;
-  std::vector<std::shared_ptr<torch::nn::Module>> modules;
+  // Every set-up model. A model held by value is not owned (`owner` is
+  // null) and may be destroyed before the Fabric, so nothing after setup
+  // dereferences `address`: backward, the sync check and the warnings use
+  // the parameter tensors kept here (the same tensors the model holds).
+  struct SetUpModel {
+    const torch::nn::Module* address = nullptr;
+    std::shared_ptr<torch::nn::Module> owner;
+    NamedParameters parameters;
+    int no_sync_depth = 0;  // how many no_backward_sync guards hold it
+  };
+  std::vector<SetUpModel> models;
+  SetUpModel* find_model(const torch::nn::Module* address) {
+    for (auto& model : models) {
+      if (model.address == address) return &model;
+    }
+    return nullptr;
+  }
+
+  // Several processes: catches ranks that left training at different steps.
+  std::unique_ptr<JobMonitor> monitor;
+  // FABRIC_CHECK_SYNC=1.
+  std::unique_ptr<SyncCheck> sync_check;
+  // Optimizers seen to step a set-up model's parameters (never dereferenced).
+  std::unordered_set<const torch::optim::Optimizer*> optimizers_known_set_up;
+  bool warned_backward_without_setup = false;
+  bool warned_step_without_setup = false;
 
   // "16-mixed": PyTorch's GradScaler, in plain tensor ops (1.13 has no CPU
   // kernels for _amp_foreach_non_finite_check_and_unscale_/_amp_update_scale_).
@@ -192,6 +218,7 @@ class FabricState {
   // A timeout (a rank that is alive but does not join) is said in words.
   template <class Function>
   auto collective(const char* what, Function&& function) -> decltype(function()) {
+    MonitorScope scope(monitor.get(), what);
     try {
       return function();
     } catch (const std::exception& error) {
@@ -224,6 +251,24 @@ class FabricState {
       throw std::logic_error(std::string("fabric: call launch() before ") + what);
     }
   }
+
+  // Marks the main thread as inside a collective (or a public call made of
+  // several) for the JobMonitor; nested scopes keep the outer call's name.
+  class MonitorScope {
+   public:
+    MonitorScope(JobMonitor* monitor, const char* what) : monitor_(monitor) {
+      if (monitor_ != nullptr) outer_ = monitor_->enter(what);
+    }
+    ~MonitorScope() {
+      if (monitor_ != nullptr) monitor_->leave(outer_);
+    }
+    MonitorScope(const MonitorScope&) = delete;
+    MonitorScope& operator=(const MonitorScope&) = delete;
+
+   private:
+    JobMonitor* monitor_;
+    JobMonitor::Scope outer_;
+  };
 };
 
 // A fixed name, so that a save interrupted by a crash leaves one stale file
@@ -273,8 +318,9 @@ uint64_t little_endian(const unsigned char* bytes, int count) {
 
 void verify_checkpoint_checksums(const std::string& path) {
   const auto damaged = [&path](const std::string& why) {
-    throw std::runtime_error("fabric::load: '" + path +
-                             "': not a readable checkpoint (truncated or corrupted?): " + why);
+    throw CheckpointError("fabric::load: '" + path +
+                          "' is not a readable checkpoint (truncated or corrupted?): " + why +
+                          ". Restore a good copy, or delete it to start without it");
   };
   std::ifstream file(path, std::ios::binary);
   if (!file) return;  // the reader reports it
@@ -532,18 +578,39 @@ Fabric::Fabric(Options options) : state_(std::make_unique<detail::FabricState>()
   context.world_size = placement.world_size;
   context.device = state.device;
   state.strategy = detail::make_strategy(context);
+  if (detail::SyncCheck::requested()) state.sync_check = std::make_unique<detail::SyncCheck>();
 }
+
+CheckpointError::CheckpointError(const std::string& message)
+    : c10::Error(detail::c10d_compat::error_without_backtrace(message)) {}
 
 Fabric::~Fabric() {
   auto& state = *state_;
   const bool unwinding = std::uncaught_exceptions() > state.uncaught_exceptions_at_construction;
+  if (state.monitor) {
+    // Every rank waits here until all have finished; a rank that another
+    // one waits for in a collective ends the job instead (exit code 1).
+    if (!unwinding) {
+      state.monitor->finish();
+    } else if (state.placement.launcher != "fabric" &&
+               !(state.placement.launcher.empty() && state.placement.local_world_size > 1)) {
+      // No launcher of Fabric's watches this job's exits: ranks waiting at
+      // the end learn from the store that this one will not come.
+      state.monitor->abandon("raised an exception");
+    }
+  }
   // Rank 0 first waits for the ranks it started (they may still use the
   // process group and the store it serves); a failed one ends the process.
   if (state.launched) detail::finish_launch(unwinding);
   try {
     if (is_global_zero()) {
       for (const auto& logger : state.options.loggers()) logger->finalize();
+      if (state.sync_check && !unwinding) {
+        const std::string summary = state.sync_check->summary(world_size());
+        if (!summary.empty()) detail::write_stderr_line(summary);
+      }
     }
+    state.monitor.reset();
     state.strategy.reset();
     state.context.group.reset();
     state.group.reset();
@@ -645,6 +712,24 @@ void Fabric::launch() {
                                                        state.options.timeout(), gloo_device);
   });
   state.context.group = state.group;
+
+  // The JobMonitor's watchdog gets a store connection of its own.
+  detail::JobMonitor::Config monitor_config;
+  monitor_config.rank = placement.global_rank;
+  monitor_config.world_size = placement.world_size;
+  monitor_config.supervised = placement.launcher == "fabric" || starts_local_ranks;
+  c10::intrusive_ptr<c10d::Store> watchdog_store = state.collective([&] {
+    c10d::TCPStoreOptions client_options;
+    client_options.port = static_cast<std::uint16_t>(placement.master_port);
+    client_options.isServer = false;
+    client_options.numWorkers = static_cast<size_t>(placement.world_size);
+    client_options.waitWorkers = false;
+    client_options.timeout = state.options.timeout();
+    return c10::intrusive_ptr<c10d::Store>(
+        c10::make_intrusive<c10d::TCPStore>(placement.master_addr, client_options));
+  });
+  state.monitor =
+      std::make_unique<detail::JobMonitor>(monitor_config, state.store, std::move(watchdog_store));
   detail::report_joined();
 }
 
@@ -656,10 +741,35 @@ int Fabric::world_size() const { return state_->placement.world_size; }
 bool Fabric::is_global_zero() const { return state_->placement.global_rank == 0; }
 const Options& Fabric::options() const { return state_->options; }
 
-void Fabric::setup_module(const std::shared_ptr<torch::nn::Module>& module) {
-  auto& state = *state_;
-  TORCH_CHECK(module != nullptr, "fabric::setup: the model is empty");
+namespace {
+
+// Both setup_module overloads; `owner` is null for a model held by value.
+void setup_model(detail::FabricState& state, torch::nn::Module& model,
+                 std::shared_ptr<torch::nn::Module> owner) {
+  torch::nn::Module* const module = &model;
   state.require_launched("setup()");
+  detail::NamedParameters all_parameters;
+  for (const auto& item : module->named_parameters()) {
+    all_parameters.emplace_back(item.key(), item.value());
+  }
+  // A model set up again is recognized by its parameter tensors, not only
+  // its address: a model held by value that was destroyed can have a
+  // successor at the same address (a train() function called twice), which
+  // is a new model and needs its own Reducer.
+  bool first_setup = true;
+  if (auto* known = state.find_model(module)) {
+    bool same = known->parameters.size() == all_parameters.size();
+    for (size_t i = 0; same && i < all_parameters.size(); ++i) {
+      same = known->parameters[i].second.unsafeGetTensorImpl() ==
+             all_parameters[i].second.unsafeGetTensorImpl();
+    }
+    if (same) {
+      first_setup = false;
+    } else {
+      state.strategy->forget_module(module);
+      state.models.erase(state.models.begin() + (known - state.models.data()));
+    }
+  }
   // "*-true" precisions: the whole module in that dtype, as Lightning does.
   const std::string& precision = state.options.precision();
   if (precision == "64-true") {
@@ -671,12 +781,17 @@ void Fabric::setup_module(const std::shared_ptr<torch::nn::Module>& module) {
   } else {
     module->to(state.device);
   }
-  const bool first_setup = state.no_sync_depth.emplace(module.get(), 0).second;
-  if (first_setup) state.modules.push_back(module);
+  if (first_setup) {
+    detail::FabricState::SetUpModel entry;
+    entry.address = module;
+    entry.owner = std::move(owner);
+    entry.parameters = all_parameters;  // Module::to keeps the tensors (set_data)
+    state.models.push_back(std::move(entry));
+  }
 
   detail::NamedParameters trained;
-  for (const auto& item : module->named_parameters()) {
-    if (item.value().requires_grad()) trained.emplace_back(item.key(), item.value());
+  for (const auto& item : all_parameters) {
+    if (item.second.requires_grad()) trained.push_back(item);
   }
   if (state.group) {
     // Every rank starts from rank 0's weights and buffers, whatever its seed.
@@ -684,7 +799,7 @@ void Fabric::setup_module(const std::shared_ptr<torch::nn::Module>& module) {
     // would refuse on leaf parameters that require grad.
     std::vector<at::Tensor> module_state;
     std::vector<at::Tensor> trained_parameters;
-    for (const auto& parameter : module->parameters()) module_state.push_back(parameter.detach());
+    for (const auto& item : all_parameters) module_state.push_back(item.second.detach());
     for (const auto& item : trained) trained_parameters.push_back(item.second);
     for (const auto& buffer : module->buffers()) module_state.push_back(buffer.detach());
 
@@ -705,6 +820,15 @@ void Fabric::setup_module(const std::shared_ptr<torch::nn::Module>& module) {
   }
   state.collective("fabric.setup()", [&] { state.strategy->setup_module(*module, trained); });
 }
+
+} // namespace
+
+void Fabric::setup_module(const std::shared_ptr<torch::nn::Module>& module) {
+  TORCH_CHECK(module != nullptr, "fabric::setup: the model is empty");
+  setup_model(*state_, *module, module);
+}
+
+void Fabric::setup_module(torch::nn::Module& module) { setup_model(*state_, module, nullptr); }
 
 void Fabric::setup_optimizer(torch::optim::Optimizer& optimizer) {
   // Module::to() moves parameters in place (set_data), so the optimizer's
@@ -743,9 +867,9 @@ void Fabric::backward(const torch::Tensor& loss, const torch::Tensor& gradient,
       }
     }
   }
-  auto reaches_any = [&reached](const std::vector<at::Tensor>& parameters) {
+  auto reaches_any = [&reached](const detail::NamedParameters& parameters) {
     for (const auto& parameter : parameters) {
-      const auto accumulator = torch::autograd::impl::try_get_grad_accumulator(parameter);
+      const auto accumulator = torch::autograd::impl::try_get_grad_accumulator(parameter.second);
       if (accumulator && reached.count(accumulator.get()) > 0) return true;
     }
     return false;
@@ -756,12 +880,30 @@ void Fabric::backward(const torch::Tensor& loss, const torch::Tensor& gradient,
   std::vector<detail::ReachedModel> models;
   std::vector<std::vector<at::Tensor>> synchronized_parameters;
   if (!reached.empty()) {
-    for (const auto& module : state.modules) {
-      auto parameters = module->parameters();
-      if (!reaches_any(parameters)) continue;
-      const bool synchronized = state.no_sync_depth[module.get()] == 0;
-      models.push_back({module.get(), synchronized});
-      if (synchronized) synchronized_parameters.push_back(std::move(parameters));
+    for (const auto& model : state.models) {
+      if (!reaches_any(model.parameters)) continue;
+      const bool synchronized = model.no_sync_depth == 0;
+      models.push_back({model.address, synchronized});
+      if (!synchronized) continue;
+      std::vector<at::Tensor> parameters;
+      for (const auto& item : model.parameters) parameters.push_back(item.second);
+      synchronized_parameters.push_back(std::move(parameters));
+    }
+  }
+  // Several ranks, and a loss that reaches no set-up model: nothing is
+  // synchronized, and the ranks silently train different models.
+  if (state.placement.world_size > 1 && !state.warned_backward_without_setup && loss.grad_fn() &&
+      (state.models.empty() || (!reached.empty() && models.empty()))) {
+    state.warned_backward_without_setup = true;
+    if (is_global_zero()) {
+      detail::write_stderr_line(
+          "fabric: warning: fabric.backward() runs on " + std::to_string(world_size()) +
+          " processes, but " +
+          (state.models.empty() ? "no model was passed to fabric.setup()"
+                                : "the loss reaches no model passed to fabric.setup()") +
+          ", so the gradients are not all-reduced: every rank trains its own copy of the model "
+          "on its own data. Call fabric.setup(model, optimizer) once the optimizer exists, "
+          "before training. (Printed once, by rank 0.)");
     }
   }
 
@@ -774,6 +916,7 @@ void Fabric::backward(const torch::Tensor& loss, const torch::Tensor& gradient,
     }
     state.strategy->after_backward(models);
   });
+  if (state.monitor) state.monitor->count_backward();
   if (!scaling) return;
 
   // Gradients are reduced now (the Reducer finishes inside backward), so
@@ -812,16 +955,103 @@ void Fabric::backward(const torch::Tensor& loss, const torch::Tensor& gradient,
   }
 }
 
+namespace {
+
+// Several ranks, and an optimizer none of whose parameters belongs to a
+// set-up model: its gradients were never all-reduced. Checked once per
+// optimizer until the first warning.
+void warn_if_optimizer_not_set_up(detail::FabricState& state,
+                                  const torch::optim::Optimizer& optimizer) {
+  if (state.placement.world_size == 1 || state.warned_step_without_setup ||
+      state.optimizers_known_set_up.count(&optimizer) > 0) {
+    return;
+  }
+  std::unordered_set<const void*> set_up;
+  for (const auto& model : state.models) {
+    for (const auto& item : model.parameters) set_up.insert(item.second.unsafeGetTensorImpl());
+  }
+  bool any_parameter = false;
+  for (const auto& group : optimizer.param_groups()) {
+    for (const auto& parameter : group.params()) {
+      any_parameter = true;
+      if (set_up.count(parameter.unsafeGetTensorImpl()) > 0) {
+        state.optimizers_known_set_up.insert(&optimizer);
+        return;
+      }
+    }
+  }
+  if (!any_parameter) return;
+  state.warned_step_without_setup = true;
+  if (state.placement.global_rank != 0) return;
+  detail::write_stderr_line(
+      "fabric: warning: fabric.step() runs on " + std::to_string(state.placement.world_size) +
+      " processes, but none of the optimizer's parameters belongs to a model passed to "
+      "fabric.setup(), so its gradients are not synchronized: every rank trains its own copy "
+      "of the model on its own data. Call fabric.setup(model, optimizer) once the optimizer "
+      "exists, before training. (Printed once, by rank 0.)");
+}
+
+} // namespace
+
 void Fabric::step(torch::optim::Optimizer& optimizer) {
-  state_->require_launched("step()");
-  state_->collective("fabric.step()", [&] { state_->strategy->step(optimizer, nullptr); });
+  auto& state = *state_;
+  state.require_launched("step()");
+  warn_if_optimizer_not_set_up(state, optimizer);
+  state.collective("fabric.step()", [&] { state.strategy->step(optimizer, nullptr); });
+  if (state.monitor) state.monitor->count_step();
+  if (state.sync_check) check_sync_after_step(optimizer);
 }
 
 torch::Tensor Fabric::step(torch::optim::Optimizer& optimizer,
                            torch::optim::Optimizer::LossClosure closure) {
-  state_->require_launched("step()");
-  return state_->collective("fabric.step()",
-                            [&] { return state_->strategy->step(optimizer, closure); });
+  auto& state = *state_;
+  state.require_launched("step()");
+  warn_if_optimizer_not_set_up(state, optimizer);
+  auto loss =
+      state.collective("fabric.step()", [&] { return state.strategy->step(optimizer, closure); });
+  if (state.monitor) state.monitor->count_step();
+  if (state.sync_check) check_sync_after_step(optimizer);
+  return loss;
+}
+
+void Fabric::check_sync_after_step(torch::optim::Optimizer& optimizer) {
+  auto& state = *state_;
+  // The set-up models' parameters (kept at setup: a model held by value may
+  // be gone), then the optimizer's others, each tensor once.
+  std::vector<detail::SyncCheck::Parameter> parameters;
+  std::unordered_set<const void*> listed;
+  for (size_t k = 0; k < state.models.size(); ++k) {
+    for (const auto& [name, tensor] : state.models[k].parameters) {
+      if (!listed.insert(tensor.unsafeGetTensorImpl()).second) continue;
+      parameters.push_back({state.models.size() > 1
+                                ? name + " (set-up model #" + std::to_string(k + 1) + ")"
+                                : name,
+                            tensor});
+    }
+  }
+  const auto& groups = optimizer.param_groups();
+  for (size_t g = 0; g < groups.size(); ++g) {
+    const auto& group_parameters = groups[g].params();
+    for (size_t i = 0; i < group_parameters.size(); ++i) {
+      if (!listed.insert(group_parameters[i].unsafeGetTensorImpl()).second) continue;
+      parameters.push_back({"parameter " + std::to_string(i) + " of the optimizer's param group " +
+                                std::to_string(g) + " (no set-up model holds it)",
+                            group_parameters[i]});
+    }
+  }
+  detail::FabricState::MonitorScope scope(state.monitor.get(), "fabric.step() (FABRIC_CHECK_SYNC)");
+  detail::SyncCheck::AllGather gather;
+  if (state.group) gather = [this](const at::Tensor& tensor) { return all_gather(tensor); };
+  const std::string failure = state.sync_check->after_step(parameters, world_size(), gather);
+  if (failure.empty()) return;
+  // Every rank found the same: rank 0 says it once and every rank exits 1.
+  detail::stop_reporting_child_exits();
+  if (is_global_zero()) detail::write_stderr_line(failure);
+  if (!is_global_zero() && state.placement.launcher == "fabric") {
+    // Stopped by the launcher once rank 0 has spoken; exits itself otherwise.
+    std::this_thread::sleep_for(std::chrono::seconds(10));
+  }
+  detail::abort_job("the sync check failed (see rank 0's message)", 1);
 }
 
 double Fabric::loss_scale() const { return state_->scaler.active ? state_->scaler.scale : 1.0; }
@@ -886,6 +1116,27 @@ torch::Tensor Fabric::all_reduce(const torch::Tensor& tensor, ReduceOp op) {
   }
   if (op == ReduceOp::Mean) result = result / world_size();
   return result;
+}
+
+double Fabric::all_reduce_double(double value, ReduceOp op) {
+  return all_reduce(torch::tensor(value, torch::kDouble), op).cpu().item<double>();
+}
+
+int64_t Fabric::all_reduce_integer(int64_t value, ReduceOp op) {
+  return all_reduce(torch::tensor(value, torch::kLong), op).cpu().item<int64_t>();
+}
+
+void Fabric::check_integer_reduction(ReduceOp op, const char* what) {
+  if (op != ReduceOp::Mean) return;
+  throw std::invalid_argument(
+      std::string("fabric::all_reduce: ReduceOp::Mean of ") + what +
+      " would not be one: pass a double (or float) to average, or reduce with "
+      "ReduceOp::Sum and divide by the total count yourself");
+}
+
+void Fabric::throw_integer_overflow(const char* why) {
+  throw std::overflow_error(std::string("fabric::all_reduce: integers are reduced as int64_t; ") +
+                            why + ". Reduce a double instead");
 }
 
 std::vector<torch::Tensor> Fabric::all_gather(const torch::Tensor& tensor) {
@@ -970,6 +1221,7 @@ torch::Tensor Fabric::broadcast(const torch::Tensor& tensor, int src) {
 std::string Fabric::broadcast(const std::string& value, int src) {
   state_->require_launched("broadcast()");
   if (!state_->group) return value;
+  detail::FabricState::MonitorScope scope(state_->monitor.get(), "fabric.broadcast()");
   const auto length = broadcast(torch::tensor({static_cast<int64_t>(value.size())}), src)
                           .cpu()
                           .item<int64_t>();
@@ -985,6 +1237,7 @@ void Fabric::barrier(const std::string& name) {
   auto& state = *state_;
   state.require_launched("barrier()");
   if (!state.group) return;
+  detail::FabricState::MonitorScope scope(state.monitor.get(), "fabric.barrier()");
   // An all-gather of the names is the barrier: it completes only when every
   // rank contributed, and tells whether they all meant the same one.
   auto encoded = torch::zeros({detail::kBarrierNameBytes}, torch::kUInt8);
@@ -1027,50 +1280,14 @@ std::vector<std::string> read_string_list(torch::serialize::InputArchive& archiv
                                           const char* key, const std::string& path) {
   c10::IValue value;
   if (!archive.try_read(key, value) || !value.isList()) {
-    throw std::runtime_error("fabric::load: '" + path +
-                             "' is not a fabric::State checkpoint (no '" + key +
-                             "'); was it written by fabric.save(path, object)? Load it with "
-                             "fabric.load(path, object) then");
+    throw CheckpointError("fabric::load: '" + path + "' is not a fabric::State checkpoint (no '" +
+                          key +
+                          "'); was it written by fabric.save(path, object)? Load it with "
+                          "fabric.load(path, object) then");
   }
   std::vector<std::string> strings;
   for (const auto& item : value.toListRef()) strings.push_back(item.toStringRef());
   return strings;
-}
-
-// Module::load would set_() every parameter to the file's tensor. A
-// parameter whose storage is swapped that way is no longer reduced by the
-// c10d::Reducer watching it (ranks then drift apart), so values are copied
-// into the existing tensors instead, with shape checks Module::load lacks.
-void load_module_in_place(torch::nn::Module& module, torch::serialize::InputArchive& archive,
-                          const std::string& prefix) {
-  const auto load_tensor = [&](const std::string& name, torch::Tensor& target, bool is_buffer) {
-    torch::Tensor loaded;
-    if (!archive.try_read(name, loaded, is_buffer)) {
-      throw std::runtime_error("the checkpoint has no " +
-                               std::string(is_buffer ? "buffer '" : "parameter '") + prefix +
-                               name + "'");
-    }
-    if (loaded.sizes() != target.sizes()) {
-      throw std::runtime_error(prefix + name + " has shape " + c10::str(loaded.sizes()) +
-                               " in the checkpoint but " + c10::str(target.sizes()) +
-                               " in the model");
-    }
-    target.copy_(loaded);
-  };
-  torch::NoGradGuard no_grad;
-  for (auto& item : module.named_parameters(/*recurse=*/false)) {
-    load_tensor(item.key(), item.value(), false);
-  }
-  for (auto& item : module.named_buffers(/*recurse=*/false)) {
-    load_tensor(item.key(), item.value(), true);
-  }
-  for (const auto& child : module.named_children()) {
-    torch::serialize::InputArchive child_archive;
-    if (!archive.try_read(child.key(), child_archive)) {
-      throw std::runtime_error("the checkpoint has no submodule '" + prefix + child.key() + "'");
-    }
-    load_module_in_place(*child.value(), child_archive, prefix + child.key() + ".");
-  }
 }
 
 } // namespace
@@ -1097,30 +1314,43 @@ State& State::add(StateEntry entry) {
 }
 
 void Fabric::finish_save(const std::string& path, const std::string& error_on_rank_zero) {
+  detail::FabricState::MonitorScope scope(state_->monitor.get(), "fabric.save()");
   // Doubles as the barrier after the write: no rank returns before the file
   // is in place, and a failure on rank 0 throws on every rank.
   const std::string error = broadcast(error_on_rank_zero, 0);
   if (!error.empty()) {
-    throw std::runtime_error("fabric::save: rank 0 could not write '" + path + "': " + error);
+    throw CheckpointError("fabric::save: rank 0 could not write '" + path + "': " + error);
   }
 }
 
 void Fabric::load_module_file(const std::string& path, torch::nn::Module& module) {
-  detail::verify_checkpoint_checksums(path);
-  torch::serialize::InputArchive archive;
-  try {
-    archive.load_from(path, device());
-  } catch (const std::exception& error) {
-    throw std::runtime_error("fabric::load: '" + path +
-                             "': not a readable checkpoint (missing, truncated or corrupted?): " +
-                             c10::str(error.what()).substr(0, 300));
-  }
-  try {
-    load_module_in_place(module, archive, "");
-  } catch (const std::runtime_error& error) {
-    throw std::runtime_error("fabric::load: '" + path + "': " + error.what());
-  }
+  detail::FabricState::MonitorScope scope(state_->monitor.get(), "fabric.load()");
+  detail::TensorCopies copies;
+  const auto check = [&] {
+    torch::serialize::InputArchive archive;
+    detail::open_checkpoint(path, archive, device());
+    detail::collect_module_tensors(module, archive, "", copies);
+  };
+  detail::agree_on_load(*this, detail::load_error_of(path, check));
+  detail::copy_module_tensors(copies);
   state_->strategy->module_loaded(module);
+}
+
+void Fabric::load_other_file(const std::string& path,
+                             const std::function<void(const std::string&)>& read) {
+  detail::FabricState::MonitorScope scope(state_->monitor.get(), "fabric.load()");
+  const auto load = [&] {
+    torch::serialize::InputArchive archive;
+    detail::open_checkpoint(path, archive, device());
+    try {
+      read(path);
+    } catch (const std::exception& error) {
+      throw CheckpointError("fabric::load: '" + path + "': " +
+                            detail::first_line_of(detail::message_of(error)) +
+                            " (does the file hold what is loaded into?)");
+    }
+  };
+  detail::agree_on_load(*this, detail::load_error_of(path, load));
 }
 
 void Fabric::save_optimizer_file(const std::string& path, torch::optim::Optimizer& optimizer) {
@@ -1137,8 +1367,21 @@ void Fabric::save_optimizer_file(const std::string& path, torch::optim::Optimize
 }
 
 void Fabric::load_optimizer_file(const std::string& path, torch::optim::Optimizer& optimizer) {
-  detail::verify_checkpoint_checksums(path);
-  torch::load(optimizer, path, device());
+  detail::FabricState::MonitorScope scope(state_->monitor.get(), "fabric.load()");
+  torch::serialize::InputArchive archive;
+  const auto open = [&] { detail::open_checkpoint(path, archive, device()); };
+  detail::agree_on_load(*this, detail::load_error_of(path, open));
+  // An optimizer checks its state while it reads it: agreed on separately.
+  const auto load = [&] {
+    try {
+      optimizer.load(archive);
+    } catch (const std::exception& error) {
+      throw CheckpointError("fabric::load: '" + path + "': cannot load the optimizer from it: " +
+                            detail::first_line_of(detail::message_of(error)) +
+                            " (was it saved from this optimizer type, over the same parameters?)");
+    }
+  };
+  detail::agree_on_load(*this, detail::load_error_of(path, load));
   state_->strategy->optimizer_loaded(optimizer);
 }
 
@@ -1207,124 +1450,136 @@ void Fabric::save(const std::string& path, const State& state) {
 }
 
 void Fabric::load(const std::string& path, const State& state, bool strict) {
+  detail::FabricState::MonitorScope scope(state_->monitor.get(), "fabric.load()");
   const auto fail = [&path](const std::string& why) -> void {
-    throw std::runtime_error("fabric::load: '" + path + "': " + why);
+    throw CheckpointError("fabric::load: '" + path + "': " + why);
   };
-  struct stat file_status {};
-  if (::stat(path.c_str(), &file_status) != 0) fail(std::strerror(errno));
-  detail::verify_checkpoint_checksums(path);
   torch::serialize::InputArchive archive;
-  try {
-    archive.load_from(path, device());
-  } catch (const std::exception& error) {
-    fail(std::string("not a readable checkpoint (truncated or corrupted?): ") +
-         c10::str(error.what()).substr(0, 300));
-  }
-  c10::IValue format;
-  if (!archive.try_read(kFormatKey, format) || !format.isInt()) {
-    fail("not a fabric::State checkpoint; was it written by fabric.save(path, object)? "
-         "Then load it with fabric.load(path, object)");
-  }
-  if (format.toInt() > kFormatVersion) {
-    fail("written by a newer Fabric (format " + std::to_string(format.toInt()) + ")");
-  }
-  const auto names = read_string_list(archive, kNamesKey, path);
-  const auto kinds = read_string_list(archive, kKindsKey, path);
-  if (names.size() != kinds.size()) fail("corrupted: names and kinds differ in number");
-
-  // Every check before the first write into the caller's objects.
   std::vector<size_t> file_index_of_entry;
-  std::vector<std::string> missing;
-  for (const auto& entry : state.entries()) {
-    const auto found = std::find(names.begin(), names.end(), entry.name());
-    if (found == names.end()) {
-      missing.push_back("'" + entry.name() + "'");
-      continue;
+  // Module entries: their tensors, found and checked before anything is written.
+  std::vector<detail::TensorCopies> module_copies(state.entries().size());
+  // First everything that can be checked, agreed on by every rank before
+  // the first write into the caller's objects; then the writes, agreed on
+  // again (an optimizer checks its state only while it reads it).
+  const auto check = [&] {
+    detail::open_checkpoint(path, archive, device());
+    c10::IValue format;
+    if (!archive.try_read(kFormatKey, format) || !format.isInt()) {
+      fail("not a fabric::State checkpoint; was it written by fabric.save(path, object)? "
+           "Then load it with fabric.load(path, object)");
     }
-    const size_t index = static_cast<size_t>(found - names.begin());
-    if (kinds[index] != entry.kind()) {
-      fail("'" + entry.name() + "' holds a " + kinds[index] + " in the checkpoint, but a " +
-           entry.kind() + " was passed to load it into");
+    if (format.toInt() > kFormatVersion) {
+      fail("written by a newer Fabric (format " + std::to_string(format.toInt()) + ")");
     }
-    file_index_of_entry.push_back(index);
-  }
-  const auto join = [](const std::vector<std::string>& items) {
-    std::string text;
-    for (size_t i = 0; i < items.size(); ++i) text += (i > 0 ? ", " : "") + items[i];
-    return text;
-  };
-  if (!missing.empty()) fail("the checkpoint has no " + join(missing) + " (it holds: " + join([&] {
-                               std::vector<std::string> quoted;
-                               for (const auto& name : names) quoted.push_back("'" + name + "'");
-                               return quoted;
-                             }()) + ")");
-  if (strict) {
-    std::vector<std::string> unknown;
-    for (const auto& name : names) {
-      bool requested = false;
-      for (const auto& entry : state.entries()) requested = requested || entry.name() == name;
-      if (!requested) unknown.push_back("'" + name + "'");
-    }
-    if (!unknown.empty()) {
-      fail("the checkpoint also holds " + join(unknown) +
-           ", which the state does not name (pass strict = false to ignore them)");
-    }
-  }
+    const auto names = read_string_list(archive, kNamesKey, path);
+    const auto kinds = read_string_list(archive, kKindsKey, path);
+    if (names.size() != kinds.size()) fail("corrupted: names and kinds differ in number");
 
-  if (state_->scaler.active) {
-    c10::IValue scale;
-    c10::IValue growth_tracker;
-    if (archive.try_read(kScaleKey, scale) && archive.try_read(kGrowthTrackerKey, growth_tracker)) {
-      state_->scaler.scale = scale.toDouble();
-      state_->scaler.growth_tracker = growth_tracker.toInt();
+    std::vector<std::string> missing;
+    for (const auto& entry : state.entries()) {
+      const auto found = std::find(names.begin(), names.end(), entry.name());
+      if (found == names.end()) {
+        missing.push_back("'" + entry.name() + "'");
+        continue;
+      }
+      const size_t index = static_cast<size_t>(found - names.begin());
+      if (kinds[index] != entry.kind()) {
+        fail("'" + entry.name() + "' holds a " + kinds[index] + " in the checkpoint, but a " +
+             entry.kind() + " was passed to load it into");
+      }
+      file_index_of_entry.push_back(index);
     }
-  }
-  for (size_t position = 0; position < state.entries().size(); ++position) {
-    const StateEntry& entry = state.entries()[position];
-    const std::string key = entry_key(file_index_of_entry[position]);
-    try {
-      std::visit(
-          [&](const auto& target) {
-            using Target = std::decay_t<decltype(target)>;
-            if constexpr (std::is_same<Target, std::shared_ptr<torch::nn::Module>>::value) {
-              torch::serialize::InputArchive nested;
-              archive.read(key, nested);
-              load_module_in_place(*target, nested, "");
-              state_->strategy->module_loaded(*target);
-            } else if constexpr (std::is_same<Target, torch::optim::Optimizer*>::value) {
-              torch::serialize::InputArchive nested;
-              archive.read(key, nested);
-              target->load(nested);
-              state_->strategy->optimizer_loaded(*target);
-            } else if constexpr (std::is_same<Target, torch::Tensor*>::value) {
-              torch::Tensor loaded;
-              archive.read(key, loaded, /*is_buffer=*/true);
-              *target = loaded;
-            } else {
-              c10::IValue value;
-              archive.read(key, value);
-              if constexpr (std::is_same<Target, int64_t*>::value) {
-                *target = value.toInt();
-              } else if constexpr (std::is_same<Target, int32_t*>::value) {
-                *target = static_cast<int32_t>(value.toInt());
-              } else if constexpr (std::is_same<Target, double*>::value) {
-                *target = value.toDouble();
-              } else if constexpr (std::is_same<Target, float*>::value) {
-                *target = static_cast<float>(value.toDouble());
-              } else if constexpr (std::is_same<Target, bool*>::value) {
-                *target = value.toBool();
+    const auto join = [](const std::vector<std::string>& items) {
+      std::string text;
+      for (size_t i = 0; i < items.size(); ++i) text += (i > 0 ? ", " : "") + items[i];
+      return text;
+    };
+    if (!missing.empty()) {
+      std::vector<std::string> held;
+      for (const auto& name : names) held.push_back("'" + name + "'");
+      fail("the checkpoint has no " + join(missing) + " (it holds: " + join(held) + ")");
+    }
+    if (strict) {
+      std::vector<std::string> unknown;
+      for (const auto& name : names) {
+        bool requested = false;
+        for (const auto& entry : state.entries()) requested = requested || entry.name() == name;
+        if (!requested) unknown.push_back("'" + name + "'");
+      }
+      if (!unknown.empty()) {
+        fail("the checkpoint also holds " + join(unknown) +
+             ", which the state does not name (pass strict = false to ignore them)");
+      }
+    }
+    for (size_t position = 0; position < state.entries().size(); ++position) {
+      const StateEntry& entry = state.entries()[position];
+      const auto* module = std::get_if<std::shared_ptr<torch::nn::Module>>(&entry.target());
+      if (module == nullptr) continue;
+      try {
+        torch::serialize::InputArchive nested;
+        archive.read(entry_key(file_index_of_entry[position]), nested);
+        detail::collect_module_tensors(**module, nested, "", module_copies[position]);
+      } catch (const std::exception& error) {
+        fail("cannot load '" + entry.name() + "': " +
+             detail::first_line_of(detail::message_of(error)));
+      }
+    }
+  };
+  const auto apply = [&] {
+    if (state_->scaler.active) {
+      c10::IValue scale;
+      c10::IValue growth_tracker;
+      if (archive.try_read(kScaleKey, scale) && archive.try_read(kGrowthTrackerKey, growth_tracker)) {
+        state_->scaler.scale = scale.toDouble();
+        state_->scaler.growth_tracker = growth_tracker.toInt();
+      }
+    }
+    for (size_t position = 0; position < state.entries().size(); ++position) {
+      const StateEntry& entry = state.entries()[position];
+      const std::string key = entry_key(file_index_of_entry[position]);
+      try {
+        std::visit(
+            [&](const auto& target) {
+              using Target = std::decay_t<decltype(target)>;
+              if constexpr (std::is_same<Target, std::shared_ptr<torch::nn::Module>>::value) {
+                detail::copy_module_tensors(module_copies[position]);
+                state_->strategy->module_loaded(*target);
+              } else if constexpr (std::is_same<Target, torch::optim::Optimizer*>::value) {
+                torch::serialize::InputArchive nested;
+                archive.read(key, nested);
+                target->load(nested);
+                state_->strategy->optimizer_loaded(*target);
+              } else if constexpr (std::is_same<Target, torch::Tensor*>::value) {
+                torch::Tensor loaded;
+                archive.read(key, loaded, /*is_buffer=*/true);
+                *target = loaded;
               } else {
-                *target = value.toStringRef();
+                c10::IValue value;
+                archive.read(key, value);
+                if constexpr (std::is_same<Target, int64_t*>::value) {
+                  *target = value.toInt();
+                } else if constexpr (std::is_same<Target, int32_t*>::value) {
+                  *target = static_cast<int32_t>(value.toInt());
+                } else if constexpr (std::is_same<Target, double*>::value) {
+                  *target = value.toDouble();
+                } else if constexpr (std::is_same<Target, float*>::value) {
+                  *target = static_cast<float>(value.toDouble());
+                } else if constexpr (std::is_same<Target, bool*>::value) {
+                  *target = value.toBool();
+                } else {
+                  *target = value.toStringRef();
+                }
               }
-            }
-          },
-          entry.target());
-    } catch (const c10::Error& error) {
-      fail("cannot load '" + entry.name() + "': " + error.what_without_backtrace());
-    } catch (const std::runtime_error& error) {
-      fail("cannot load '" + entry.name() + "': " + error.what());
+            },
+            entry.target());
+      } catch (const std::exception& error) {
+        fail("cannot load '" + entry.name() + "': " +
+             detail::first_line_of(detail::message_of(error)));
+      }
     }
-  }
+  };
+  detail::agree_on_load(*this, detail::load_error_of(path, check));
+  detail::agree_on_load(*this, detail::load_error_of(path, apply));
 }
 
 // ---- loggers -------------------------------------------------------------------
@@ -1348,7 +1603,7 @@ const std::vector<std::shared_ptr<Logger>>& Fabric::loggers() const {
 // ---- training utilities ------------------------------------------------------
 
 detail::FabricState* Fabric::checked_state_for_no_sync(const torch::nn::Module* module) {
-  if (state_->no_sync_depth.count(module) == 0) {
+  if (state_->find_model(module) == nullptr) {
     throw std::logic_error(
         "fabric::no_backward_sync: the model was not set up; call fabric.setup(model, ...) "
         "first");
@@ -1359,11 +1614,14 @@ detail::FabricState* Fabric::checked_state_for_no_sync(const torch::nn::Module* 
 NoBackwardSync::NoBackwardSync(detail::FabricState* state, const torch::nn::Module* module,
                                bool enabled)
     : state_(state), module_(module), enabled_(enabled) {
-  if (enabled_) ++state_->no_sync_depth[module_];
+  if (enabled_) ++state_->find_model(module_)->no_sync_depth;
 }
 
 NoBackwardSync::~NoBackwardSync() {
-  if (enabled_) --state_->no_sync_depth[module_];
+  // The model's entry is gone only if another model was set up at its
+  // address while the guard lived.
+  if (!enabled_) return;
+  if (auto* model = state_->find_model(module_)) --model->no_sync_depth;
 }
 
 torch::Tensor Fabric::clip_module_gradients(torch::nn::Module& module,

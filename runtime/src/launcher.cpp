@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <fstream>
 #include <iterator>
 #include <memory>
@@ -50,7 +51,8 @@ std::string string_variable(const char* name, const std::string& fallback = "") 
   return text != nullptr && *text != '\0' ? std::string(text) : fallback;
 }
 
-// One write(2) per line, so that lines of different ranks never interleave.
+} // namespace
+
 void write_stderr_line(std::string text) {
   text += '\n';
   const char* data = text.data();
@@ -63,6 +65,8 @@ void write_stderr_line(std::string text) {
     left -= static_cast<std::size_t>(written);
   }
 }
+
+namespace {
 
 // Before _exit(): keep what the program already printed. Only if nobody holds
 // stdout, since the thread that does may be blocked for good.
@@ -191,6 +195,33 @@ class LaunchState {
     std::unique_lock<std::mutex> lock(mutex_);
     if (!supervising_ && !listening_) return false;
     return changed_.wait_for(lock, patience, [this] { return failure_; });
+  }
+
+  void stop_reporting_child_exits() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      deliberate_stop_ = true;
+      ending_ = true;
+    }
+    // While this process ends the job, the other ranks exit too, and Gloo
+    // may throw "connection closed" from one of its own threads; that must
+    // not turn the exit code 1 into an abort with a C++ trace.
+    std::set_terminate([] {
+      flush_stdout_if_free();
+      ::_exit(1);
+    });
+  }
+
+  [[noreturn]] void abort(const std::string& reason, int exit_code) {
+    stop_reporting_child_exits();
+    bool supervising = false;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      supervising = supervising_;
+    }
+    if (supervising) stop_children(reason);
+    flush_stdout_if_free();
+    ::_exit(exit_code);
   }
 
   void finish(bool unwinding) {
@@ -384,12 +415,20 @@ class LaunchState {
         break;  // EOF: rank 0 is gone
       }
     }
+    bool ending = false;
     {
       std::lock_guard<std::mutex> lock(mutex_);
       if (finished_) return;  // this rank is done; rank 0 may exit as it likes
       failure_ = true;
+      ending = ending_;
     }
     changed_.notify_all();
+    // This rank already said why the job ends (abort_job follows): no
+    // second message about the same event.
+    if (ending) {
+      flush_stdout_if_free();
+      ::_exit(1);
+    }
     const auto newline = message.find('\n');
     if (newline != std::string::npos) message.resize(newline);
     if (message.empty()) message = "rank 0 exited";
@@ -406,6 +445,7 @@ class LaunchState {
   bool failure_ = false;         // some rank failed; this process is ending
   bool deliberate_stop_ = false; // rank 0 stops the children itself
   bool finished_ = false;        // ~Fabric ran
+  bool ending_ = false;          // this process is ending the job itself (abort)
   bool require_join_ = true;     // a clean exit before joining is a failure
   int channel_ = -1;             // child: its end of the channel
   int rank_ = 0;                 // child: its global rank, for messages
@@ -560,6 +600,12 @@ void wait_for_exit_in_progress() {
 }
 
 void finish_launch(bool unwinding) { LaunchState::instance().finish(unwinding); }
+
+void stop_reporting_child_exits() { LaunchState::instance().stop_reporting_child_exits(); }
+
+void abort_job(const std::string& reason, int exit_code) {
+  LaunchState::instance().abort(reason, exit_code);
+}
 
 } // namespace detail
 } // namespace fabric

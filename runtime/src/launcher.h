@@ -67,5 +67,18 @@ bool wait_for_known_failure(std::chrono::milliseconds patience);
 // Children: stops reacting to rank 0's exit (this rank is done).
 void finish_launch(bool unwinding);
 
+// One write(2) per line (plus '\n'), so that lines of different ranks never
+// interleave.
+void write_stderr_line(std::string text);
+// This process is ending the job itself (abort_job follows): from now on
+// neither the exit of a child it started nor a stop message from rank 0 is
+// reported again.
+void stop_reporting_child_exits();
+// Ends the job from this process: the ranks it started (if any) are told
+// `reason` (they print "stopping because <reason>") and waited for, then
+// this process exits with `exit_code` (stdout flushed if free). Callable
+// from any thread.
+[[noreturn]] void abort_job(const std::string& reason, int exit_code);
+
 } // namespace detail
 } // namespace fabric

@@ -90,6 +90,14 @@ void DdpStrategy::before_backward(const std::vector<ReachedModel>& models,
   }
 }
 
+void DdpStrategy::forget_module(const torch::nn::Module* module) {
+  // Its Reducer watches the old model's parameters, which no backward
+  // reaches any more; destroying it removes its autograd hooks.
+  reducers_.erase(std::remove_if(reducers_.begin(), reducers_.end(),
+                                 [module](const ModelReducer& model) { return model.module == module; }),
+                  reducers_.end());
+}
+
 std::unique_ptr<Strategy> make_strategy(const StrategyContext& context) {
   if (context.strategy == "ddp") return std::make_unique<DdpStrategy>(context);
   if (context.strategy == "zero1") return make_sharded_strategy(context, 1);

@@ -97,6 +97,10 @@ class Strategy {
   virtual void check_in_sync(const char* call) { (void)call; }
   // A set-up model's values were overwritten from a checkpoint.
   virtual void module_loaded(const torch::nn::Module& module) { (void)module; }
+  // The model set up at `module` is gone (a model held by value was
+  // destroyed and another one is set up at its address): nothing may be
+  // looked up by that address any more. Never dereferences it.
+  virtual void forget_module(const torch::nn::Module* module) { (void)module; }
 
   // Collective. Afterwards rank 0's `optimizer` holds the whole state (the
   // format a ddp checkpoint has); the returned function undoes that (call
@@ -124,6 +128,7 @@ class DdpStrategy : public Strategy {
   void setup_module(const torch::nn::Module& module, const NamedParameters& trained) override;
   bool needs_reached_models() const override { return !reducers_.empty(); }
   void before_backward(const std::vector<ReachedModel>& models, const at::Tensor& loss) override;
+  void forget_module(const torch::nn::Module* module) override;
 
  private:
   struct ModelReducer {

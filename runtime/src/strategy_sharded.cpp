@@ -245,6 +245,15 @@ class ShardedStrategy : public Strategy {
     }
   }
 
+  void forget_module(const torch::nn::Module* module) override {
+    // The old model's parameters keep their owners (no backward reaches
+    // them); only the address is released.
+    for (auto& model : models_) {
+      if (model.module == module) model.module = nullptr;
+    }
+    if (all_reduce_) all_reduce_->forget_module(module);
+  }
+
   void module_loaded(const torch::nn::Module& module) override {
     (void)module;
     for (auto& parameter : parameters_) parameter.version = parameter.tensor._version();

@@ -37,6 +37,32 @@
       configured 2 s collective timeout with a message that says so, and the
       whole job ends within a few seconds more.
 
+  launch_driver.py divergence PROGRAM
+  launch_driver.py divergence_external PROGRAM FABRIC_RUN
+      One rank leaves the training loop early (a stop condition that differs
+      per rank) while the others go on into the next backward: started by
+      Fabric's launcher (rank 1 early, rank 0 early, 3 ranks), or
+      torchrun-style (rank 1 early, rank 0 early) and by fabric-run, the job
+      must end within 10 s, every rank non-zero, with one message naming
+      both ranks, their step counts and the likely cause, and no process
+      left.
+  launch_driver.py late_work PROGRAM
+      Rank 0 working alone for 5 s after the others finished is not a
+      divergence: that job succeeds (launcher and torchrun-style). A rank
+      killed during such work, torchrun-style, does not leave the finished
+      rank waiting forever.
+  launch_driver.py warnings PROGRAM
+      2 ranks train a model that was never set up: rank 0 warns once about
+      fabric.backward and once about fabric.step; set up, or on 1 rank,
+      nothing is printed.
+  launch_driver.py sync_check PROGRAM
+      FABRIC_CHECK_SYNC=1: a job in sync (ddp, zero2; 1 and 2 ranks) prints
+      "fabric: sync check passed: ..." once; a rank that changes a parameter
+      behind the Fabric's back ends the job with the step, the parameter and
+      the ranks; without the variable nothing is printed.
+  launch_driver.py load_fresh PROGRAM
+      try { fabric.load } catch (const c10::Error&) on 1 and 2 ranks.
+
 PROGRAM is fabric_multiprocess_program. Exit status 0 when all cases pass.
 """
 import ctypes
@@ -677,11 +703,270 @@ def loggers(program):
             print("protoc --decode_raw agrees")
 
 
+# ---- ranks that leave training at different steps -----------------------------
+
+DIVERGENCE_LIMIT_S = 10.0
+
+
+def run_marked_job(case, commands, envs, deadline):
+    """Starts one process per command (a launcher's rank 0, or every rank
+    torchrun-style), all tagged with a marker; waits for every process of the
+    job (re-exec'd ranks included) to end. Returns (elapsed, exit codes of
+    the started processes, stdout, stderr, leftover pids)."""
+    marker = f"--marker={uuid.uuid4().hex}"
+    recorder = ProcessRecorder(marker)
+    start = time.monotonic()
+    processes = [subprocess.Popen(command + [marker], env=env, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE) for command, env in zip(commands, envs)]
+    recorder.start()
+    outputs = [b""] * len(processes)
+    errors = [b""] * len(processes)
+    results = {}
+
+    def collect(index, process):
+        outputs[index], errors[index] = process.communicate()
+
+    readers = [threading.Thread(target=collect, args=(i, p), daemon=True)
+               for i, p in enumerate(processes)]
+    for reader in readers:
+        reader.start()
+    for reader in readers:
+        reader.join(max(0.0, start + deadline - time.monotonic()))
+    if any(reader.is_alive() for reader in readers):
+        report(case, f"the job did not end within {deadline} s")
+        for pid in processes_with_argument(marker):
+            os.kill(pid, 9)
+        for reader in readers:
+            reader.join()
+    elapsed = time.monotonic() - start
+    # Every process of the job has closed its pipes; re-parented ones are reaped here.
+    deadline_reap = time.monotonic() + 5
+    while processes_with_argument(marker) and time.monotonic() < deadline_reap:
+        time.sleep(0.02)
+    recorder.stopping.set()
+    recorder.join()
+    reap_orphans(recorder.seen - {p.pid for p in processes}, time.monotonic() + 2)
+    leftovers = processes_with_argument(marker)
+    for pid in leftovers:
+        os.kill(pid, 9)
+    for index, process in enumerate(processes):
+        results[index] = process.returncode
+    stdout = "".join(o.decode(errors="replace") for o in outputs)
+    stderr = "".join(e.decode(errors="replace") for e in errors)
+    return elapsed, results, stdout, stderr, leftovers
+
+
+def torchrun_environments(world):
+    base = dict(os.environ, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()),
+                WORLD_SIZE=str(world), LOCAL_WORLD_SIZE=str(world), GROUP_RANK="0")
+    return [dict(base, RANK=str(r), LOCAL_RANK=str(r)) for r in range(world)]
+
+
+def divergence_case(program, launcher, how, world, stop_rank, stop_step, collective=None):
+    case = f"{how}, {world} ranks, rank {stop_rank} leaves the loop after step {stop_step}"
+    arguments = ["diverge", f"--devices={world}", f"--stop-rank={stop_rank}",
+                 f"--stop-step={stop_step}"]
+    directory = tempfile.TemporaryDirectory()
+    if collective:
+        case += f", the others wait in {collective}"
+        arguments += [f"--collective={collective}", f"--dir={directory.name}"]
+    if how == "torchrun":
+        commands = [[program] + arguments] * world
+        envs = torchrun_environments(world)
+    elif how == "fabric-run":
+        commands = [[launcher, f"--devices={world}", program] + arguments]
+        envs = [os.environ]
+    else:
+        commands = [[program] + arguments]
+        envs = [os.environ]
+    with directory:
+        elapsed, codes, _, stderr, leftovers = run_marked_job(case, commands, envs,
+                                                              DIVERGENCE_LIMIT_S + 20)
+    print(f"--- {case}: ended in {elapsed:.2f} s, exit codes {codes}")
+    print("\n".join("    " + line[:200] for line in stderr.splitlines() if "fabric" in line))
+    if elapsed > DIVERGENCE_LIMIT_S:
+        report(case, f"took {elapsed:.1f} s (limit {DIVERGENCE_LIMIT_S} s)")
+    for index, code in codes.items():
+        if code == 0 or code is None:
+            report(case, f"process {index} exited with {code}")
+    if leftovers:
+        report(case, f"processes left behind: {leftovers}")
+    finished_steps = stop_step + 1
+    stuck = r"\d+"
+    waits_in = re.escape(f"fabric.{collective or 'backward'}()")
+    expected = (rf"^fabric: the ranks left the training loop at different steps: rank {stop_rank} "
+                rf"finished the job \(its Fabric was destroyed\) after {finished_steps} steps, while "
+                rf"rank ({stuck}), in its step {finished_steps + 1}, waits in {waits_in} for "
+                rf"it to join, which will never happen\. The likely cause is a stop condition that "
+                rf"differs per rank, such as `if \(loss < x\) break;`.*all-reduce that value first")
+    matches = re.findall(expected, stderr, re.MULTILINE)
+    if len(matches) != 1 or int(matches[0]) == stop_rank:
+        report(case, f"expected one message /{expected}/; stderr:\n{stderr}")
+    # Every rank says why it stops (the reporter, the others in one line each).
+    for rank in range(world):
+        said = (re.search(rf"^fabric: rank {rank}: stopping", stderr, re.MULTILINE) or
+                (matches and int(matches[0]) == rank) or
+                re.search(rf"^fabric: rank {rank} \(pid \d+\) exited with code 1", stderr, re.MULTILINE))
+        if not said:
+            report(case, f"rank {rank} did not say why it stopped:\n{stderr}")
+    if "Traceback" in stderr or "terminate called" in stderr:
+        report(case, f"crashed:\n{stderr}")
+
+
+def late_work_case(program, how):
+    case = f"{how}: rank 0 works alone for 5 s after the others finished"
+    arguments = ["late_work", "--devices=2", "--local-work-s=5"]
+    if how == "torchrun":
+        commands, envs = [[program] + arguments] * 2, torchrun_environments(2)
+    else:
+        commands, envs = [[program] + arguments], [os.environ]
+    elapsed, codes, stdout, stderr, leftovers = run_marked_job(case, commands, envs, 60)
+    print(f"--- {case}: {elapsed:.2f} s, exit codes {codes}")
+    if any(code != 0 for code in codes.values()):
+        report(case, f"exit codes {codes}:\n{stderr}")
+    if "late work done" not in stdout or elapsed < 5:
+        report(case, f"rank 0 did not finish its work ({elapsed:.1f} s): {stdout!r}\n{stderr}")
+    if "fabric: the ranks left" in stderr or "stopping" in stderr or leftovers:
+        report(case, f"a false divergence, or leftovers {leftovers}:\n{stderr}")
+
+
+def become_subreaper():
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+
+
+def divergence(program):
+    become_subreaper()
+    divergence_case(program, None, "launcher", 2, 1, 5)
+    divergence_case(program, None, "launcher", 2, 0, 5)
+    divergence_case(program, None, "launcher", 3, 2, 3)
+    # Every collective, not only the gradient all-reduce.
+    for collective in ("barrier", "all_reduce", "save"):
+        divergence_case(program, None, "launcher", 2, 1, 2, collective)
+
+
+def divergence_external(program, launcher):
+    become_subreaper()
+    divergence_case(program, launcher, "torchrun", 2, 1, 4)
+    divergence_case(program, launcher, "torchrun", 2, 0, 4)
+    divergence_case(program, launcher, "fabric-run", 2, 1, 2)
+
+
+def dead_while_others_wait_case(program):
+    """torchrun-style (no launcher watches the ranks): rank 1 is killed during
+    local work after rank 0 finished. Rank 0, waiting at the end for it, must
+    notice the missing heartbeats and exit non-zero (limit shortened to 3 s)."""
+    case = "torchrun: rank 1 killed while rank 0 waits at the end"
+    envs = [dict(env, FABRIC_TEST_SILENT_LIMIT_S="3") for env in torchrun_environments(2)]
+    command = [program, "late_work", "--devices=2", "--local-work-s=60", "--local-work-rank=1"]
+    marker = f"--marker={uuid.uuid4().hex}"
+    start = time.monotonic()
+    ranks = [subprocess.Popen(command + [marker], env=env, stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE) for env in envs]
+    deadline = time.monotonic() + 60
+    seen = b""
+    while b"works alone" not in seen and time.monotonic() < deadline:
+        line = ranks[1].stderr.readline()
+        if not line:
+            break
+        seen += line
+    time.sleep(0.5)  # rank 0 is in ~Fabric, waiting
+    ranks[1].kill()
+    try:
+        _, stderr = ranks[0].communicate(timeout=20)
+    except subprocess.TimeoutExpired:
+        ranks[0].kill()
+        _, stderr = ranks[0].communicate()
+        report(case, "rank 0 still waited 20 s after rank 1 died")
+    ranks[1].communicate()
+    stderr = stderr.decode(errors="replace")
+    elapsed = time.monotonic() - start
+    print(f"--- {case}: {elapsed:.2f} s, rank 0 exit {ranks[0].returncode}")
+    expected = r"^fabric: rank 0 finished, but rank 1 neither finished nor gave a sign of life for 3 s"
+    if ranks[0].returncode in (0, None) or not re.search(expected, stderr, re.MULTILINE):
+        report(case, f"rank 0 exit {ranks[0].returncode}, expected /{expected}/:\n{stderr}")
+    for pid in processes_with_argument(marker):
+        os.kill(pid, 9)
+        report(case, f"process {pid} left behind")
+
+
+def late_work(program):
+    become_subreaper()
+    late_work_case(program, "launcher")
+    late_work_case(program, "torchrun")
+    dead_while_others_wait_case(program)
+
+
+# ---- warnings, sync check, load-or-start-fresh ----------------------------------
+
+def warnings(program):
+    backward = "fabric: warning: fabric.backward() runs on 2 processes, but no model was passed to fabric.setup()"
+    step = ("fabric: warning: fabric.step() runs on 2 processes, but none of the optimizer's "
+            "parameters belongs to a model passed to fabric.setup()")
+    code, _, stderr = run_job("not set up", [program, "unsynchronized", "--devices=2", "--setup=0"])
+    lines = stderr.splitlines()
+    if code != 0:
+        report("not set up", f"exit code {code}:\n{stderr}")
+    for prefix in (backward, step):
+        count = sum(line.startswith(prefix) for line in lines)
+        if count != 1:
+            report("not set up", f"{count} lines start with {prefix!r} (expected 1, rank 0 once):\n{stderr}")
+    if not all("fabric.setup(model, optimizer)" in line and "(Printed once, by rank 0.)" in line
+               for line in lines if line.startswith("fabric: warning")):
+        report("not set up", f"a warning does not say what to do:\n{stderr}")
+    for case, command in (("set up", [program, "unsynchronized", "--devices=2", "--setup=1"]),
+                          ("one process", [program, "unsynchronized", "--devices=1", "--setup=0"])):
+        code, _, stderr = run_job(case, command)
+        if code != 0 or "fabric: warning" in stderr:
+            report(case, f"exit code {code}, stderr:\n{stderr}")
+    print("warnings: once on rank 0 when not set up, none otherwise")
+
+
+def sync_check(program):
+    on = dict(os.environ, FABRIC_CHECK_SYNC="1")
+    for devices, strategy in ((2, "ddp"), (2, "zero2"), (1, "auto")):
+        case = f"sync check, {devices} ranks, {strategy}"
+        code, _, stderr = run_job(case, [program, "sync", f"--devices={devices}",
+                                         f"--strategy={strategy}"], env=on)
+        expected = (f"fabric: sync check passed: 6 steps, 4 parameter tensors identical on "
+                    f"{devices} ranks")
+        if code != 0 or stderr.splitlines().count(expected) != 1:
+            report(case, f"exit code {code}; expected the line {expected!r} once:\n{stderr}")
+    case = "sync check, rank 1 perturbs a parameter"
+    start = time.monotonic()
+    code, _, stderr = run_job(case, [program, "sync", "--devices=2", "--perturb-rank=1",
+                                     "--perturb-step=3"], timeout=60, env=on)
+    elapsed = time.monotonic() - start
+    expected = (r"^fabric: sync check \(FABRIC_CHECK_SYNC\) failed after step 4: parameter "
+                r"'first\.weight' differs between ranks: rank 0 holds one value and rank 1 another\.")
+    if code == 0 or len(re.findall(expected, stderr, re.MULTILINE)) != 1 or "sync check passed" in stderr:
+        report(case, f"exit code {code}; expected /{expected}/ once:\n{stderr}")
+    else:
+        print(f"{case}: the job ended in {elapsed:.1f} s with the message")
+    code, _, stderr = run_job("sync check off", [program, "sync", "--devices=2"],
+                              env=dict(os.environ, FABRIC_CHECK_SYNC=""))
+    if code != 0 or "sync check" in stderr:
+        report("sync check off", f"exit code {code}:\n{stderr}")
+
+
+def load_fresh(program):
+    for devices in (1, 2):
+        with tempfile.TemporaryDirectory() as directory:
+            case = f"load or start fresh, {devices} ranks"
+            code, stdout, stderr = run_job(case, [program, "load_fresh", f"--devices={devices}",
+                                                  f"--dir={directory}"])
+            if code != 0 or f"load-or-start-fresh checks passed on {devices} ranks" not in stdout:
+                report(case, f"exit code {code}:\n{stdout}\n{stderr}")
+
+
 def main():
     commands = {"failures": (failures, 3), "torchrun": (torchrun, 3), "cluster_envs": (cluster_envs, 3),
                 "fabric_run": (fabric_run, 4), "checkpoint": (checkpoint, 3),
                 "loggers": (loggers, 3), "zero_checkpoint": (zero_checkpoint, 3),
-                "timeout": (collective_timeout, 3)}
+                "timeout": (collective_timeout, 3), "divergence": (divergence, 3),
+                "divergence_external": (divergence_external, 4), "late_work": (late_work, 3),
+                "warnings": (warnings, 3), "sync_check": (sync_check, 3),
+                "load_fresh": (load_fresh, 3)}
     if len(sys.argv) < 2 or sys.argv[1] not in commands or len(sys.argv) != commands[sys.argv[1]][1]:
         print(__doc__)
         return 2

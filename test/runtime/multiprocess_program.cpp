@@ -31,6 +31,33 @@
 //       or SIGKILL, or an exception that leaves the Fabric's scope and makes
 //       main return 4), or with S = -1 exits 0 before launch(). --marker only
 //       tags the processes for the test driver.
+//   fabric_multiprocess_program by_value [--devices=N]
+//       models held by value (struct Net : torch::nn::Module; Net model;):
+//       DDP in sync, setup without optimizer, a GAN of two by-value models,
+//       an optimizer through unique_ptr<Optimizer>, a train() function
+//       called twice (the second model at the first one's address),
+//       save/load, no_backward_sync and clip_gradients on a by-value model.
+//   fabric_multiprocess_program scalars [--devices=N]
+//       fabric.all_reduce of double, float, int, int64_t, long, size_t,
+//       unsigned, bool with Sum/Mean/Max/Min.
+//   fabric_multiprocess_program load_fresh --dir=D [--devices=N]
+//       try { fabric.load(...) } catch (const c10::Error&) { start fresh }
+//       for every overload; a checkpoint missing (or corrupted) on some
+//       ranks only throws on every rank; training then continues in sync.
+//   fabric_multiprocess_program diverge --stop-rank=R --stop-step=K [--steps=N]
+//       [--collective=barrier|all_reduce|save --dir=D]
+//       trains with DDP; rank R leaves the loop after step K (a stop
+//       condition that differs per rank). The job must end within seconds.
+//       With --collective, every step ends with that collective, in which
+//       the other ranks then wait (instead of the next backward).
+//   fabric_multiprocess_program late_work [--local-work-s=S] [--local-work-rank=R]
+//       trains 5 steps in sync, then rank R (0) works alone for S seconds
+//       (no collective) while the others have finished: must succeed.
+//   fabric_multiprocess_program unsynchronized --setup=0|1
+//       backward and fabric.step for a model that was (not) set up.
+//   fabric_multiprocess_program sync [--perturb-rank=R --perturb-step=K] [--strategy=S]
+//       6 fabric.step()s (FABRIC_CHECK_SYNC is the driver's); rank R
+//       changes a parameter outside the Fabric after step K.
 #include <fabric/fabric.h>
 
 #include <unistd.h>
@@ -65,6 +92,14 @@ struct Arguments {
   double bucket_cap_mb = 25;
   bool find_unused = false;
   int timeout_ms = 0;
+  int stop_rank = -1;
+  int stop_step = 0;
+  double local_work_s = 5;
+  int local_work_rank = 0;
+  bool setup = true;
+  int perturb_rank = -1;
+  int perturb_step = 0;
+  std::string collective;
 };
 
 Arguments parse_arguments(int argc, char** argv) {
@@ -87,6 +122,14 @@ Arguments parse_arguments(int argc, char** argv) {
     if (name == "--bucket-cap-mb") arguments.bucket_cap_mb = std::stod(value);
     if (name == "--find-unused") arguments.find_unused = value == "1";
     if (name == "--timeout-ms") arguments.timeout_ms = std::stoi(value);
+    if (name == "--stop-rank") arguments.stop_rank = std::stoi(value);
+    if (name == "--stop-step") arguments.stop_step = std::stoi(value);
+    if (name == "--local-work-s") arguments.local_work_s = std::stod(value);
+    if (name == "--local-work-rank") arguments.local_work_rank = std::stoi(value);
+    if (name == "--setup") arguments.setup = value == "1";
+    if (name == "--perturb-rank") arguments.perturb_rank = std::stoi(value);
+    if (name == "--perturb-step") arguments.perturb_step = std::stoi(value);
+    if (name == "--collective") arguments.collective = value;
   }
   return arguments;
 }
@@ -1169,6 +1212,394 @@ int run_load_step(const Arguments& arguments) {
   return 0;
 }
 
+
+// ---- models held by value ----------------------------------------------------
+
+// The shape of PyTorch's C++ MNIST example: a Module subclass, no TORCH_MODULE.
+struct PlainNet : torch::nn::Module {
+  PlainNet()
+      : first(register_module("first", torch::nn::Linear(8, 16))),
+        second(register_module("second", torch::nn::Linear(16, 4))) {}
+  torch::Tensor forward(const torch::Tensor& x) { return second(torch::tanh(first(x))); }
+  torch::nn::Linear first;
+  torch::nn::Linear second;
+};
+
+// Trains a by-value model made here; returns whether the ranks stayed in
+// sync. Called twice, the second model usually lives at the first one's
+// address (same stack frame), after the first was destroyed.
+bool train_local_model(fabric::Fabric& fabric, int seed, const void** address) {
+  torch::manual_seed(seed + fabric.global_rank());  // different weights per rank
+  PlainNet model;
+  *address = &model;
+  std::unique_ptr<torch::optim::Optimizer> optimizer =
+      std::make_unique<torch::optim::SGD>(model.parameters(), 0.05);
+  fabric.setup(model, *optimizer);
+  const auto initial = model.first->weight.detach().clone();
+  for (int step = 0; step < 4; ++step) {
+    torch::manual_seed(900 + 10 * step + fabric.global_rank());  // different data per rank
+    optimizer->zero_grad();
+    fabric.backward(model.forward(torch::randn({6, 8})).pow(2).mean());
+    fabric.step(*optimizer);
+  }
+  check(!torch::equal(initial, model.first->weight.detach()), "a by-value model did not train");
+  return identical_across_ranks(fabric, model);
+}
+
+int run_by_value_checks(const Arguments& arguments) {
+  fabric::Fabric fabric(fabric::Options().accelerator("cpu").devices(arguments.devices));
+  fabric.launch();
+  this_rank = fabric.global_rank();
+
+  const void* first_address = nullptr;
+  const void* second_address = nullptr;
+  check(train_local_model(fabric, 10, &first_address), "a by-value model drifted apart across ranks");
+  check(train_local_model(fabric, 20, &second_address),
+        "a second by-value model (set up after the first was destroyed) drifted apart");
+  std::fprintf(stderr, "test: rank %d: second model %s the first one's address\n", this_rank,
+               first_address == second_address ? "at" : "not at");
+
+  // Setup without an optimizer, then an optimizer set up on its own.
+  torch::manual_seed(30 + this_rank);
+  PlainNet model;
+  fabric.setup(model);
+  check(identical_across_ranks(fabric, model), "setup(model) did not broadcast rank 0's weights");
+  torch::optim::Adam adam(model.parameters(), 0.01);
+  fabric.setup_optimizer(adam);
+
+  // A GAN: two by-value models, each with its own optimizer, backward and step.
+  torch::manual_seed(40 + this_rank);
+  PlainNet generator;
+  PlainNet discriminator;
+  auto generator_optimizer = std::make_shared<torch::optim::Adam>(generator.parameters(), 0.01);
+  torch::optim::SGD discriminator_optimizer(discriminator.parameters(), 0.05);
+  fabric.setup(generator, *generator_optimizer);
+  fabric.setup(discriminator, discriminator_optimizer);
+  for (int step = 0; step < 3; ++step) {
+    torch::manual_seed(400 + 10 * step + this_rank);
+    const auto noise = torch::randn({5, 8});
+    const auto real = torch::randn({5, 4});
+    discriminator_optimizer.zero_grad();
+    const auto fake = generator.forward(noise).detach();
+    const auto discriminator_loss =
+        (discriminator.forward(torch::cat({real, real}, 1)) - discriminator.forward(torch::cat({fake, fake}, 1)))
+            .pow(2)
+            .mean();
+    fabric.backward(discriminator_loss);
+    fabric.step(discriminator_optimizer);
+    generator_optimizer->zero_grad();
+    fabric.backward(generator.forward(noise).pow(2).mean());
+    fabric.step(*generator_optimizer);
+  }
+  check(identical_across_ranks(fabric, generator) && identical_across_ranks(fabric, discriminator),
+        "the by-value GAN's models drifted apart");
+
+  // Gradient accumulation and clipping on a by-value model.
+  torch::optim::SGD sgd(model.parameters(), 0.1);
+  for (int micro = 0; micro < 2; ++micro) {
+    torch::manual_seed(600 + 10 * micro + this_rank);
+    auto guard = fabric.no_backward_sync(model, /*enabled=*/micro == 0);
+    fabric.backward(model.forward(torch::randn({4, 8})).pow(2).sum());
+  }
+  const auto norm = fabric.clip_gradients(model, sgd, c10::nullopt, 0.5);
+  check(torch::equal(fabric.all_reduce(norm, fabric::ReduceOp::Max),
+                     fabric.all_reduce(norm, fabric::ReduceOp::Min)),
+        "clip_gradients on a by-value model: norms differ across ranks");
+  fabric.step(sgd);
+  check(identical_across_ranks(fabric, model), "by-value model after no_backward_sync/clip");
+
+  // Checkpoints of a by-value model, and of a State that holds one.
+  const std::string path =
+      fabric.broadcast("/tmp/fabric_by_value_" + std::to_string(::getpid()) + ".pt");
+  fabric.save(path, model);
+  torch::manual_seed(77 + this_rank);
+  PlainNet loaded;
+  fabric.load(path, loaded);
+  check_same_state(model, loaded, "a by-value model loaded from a by-value save differs");
+  int64_t step = 5;
+  fabric.save(path, fabric::State{{"model", generator}, {"step", step}});
+  int64_t loaded_step = 0;
+  fabric.load(path, fabric::State{{"model", loaded}, {"step", loaded_step}});
+  check(loaded_step == 5, "State with a by-value model: step");
+  check_same_state(generator, loaded, "State with a by-value model: tensors");
+  fabric.barrier("by-value checkpoints read");
+  if (fabric.is_global_zero()) std::remove(path.c_str());
+  fabric.print("by-value checks passed on", fabric.world_size(), "ranks");
+  return 0;
+}
+
+// ---- scalar all_reduce ---------------------------------------------------------
+
+template <class T>
+void expect_scalar(T actual, T expected, const std::string& what) {
+  check(actual == expected, "all_reduce(" + what + ") gave " + std::to_string(actual) +
+                                ", expected " + std::to_string(expected));
+}
+
+int run_scalar_checks(const Arguments& arguments) {
+  fabric::Fabric fabric(fabric::Options().accelerator("cpu").devices(arguments.devices));
+  fabric.launch();
+  this_rank = fabric.global_rank();
+  const int rank = this_rank;
+  const int world = fabric.world_size();
+  using fabric::ReduceOp;
+
+  // Each rank holds rank + 1 (scaled): sums, means, extremes are known.
+  const double sum = world * (world + 1) / 2.0;
+  double total_loss = 0.25 * (rank + 1);
+  total_loss = fabric.all_reduce(total_loss, ReduceOp::Sum);
+  static_assert(std::is_same<decltype(fabric.all_reduce(total_loss, ReduceOp::Sum)), double>::value,
+                "double in, double out");
+  expect_scalar(total_loss, 0.25 * sum, "double, Sum");
+  expect_scalar(fabric.all_reduce(0.5 * (rank + 1)), 0.5 * sum / world, "double, default Mean");
+  float accuracy = 0.125f * static_cast<float>(rank + 1);
+  static_assert(std::is_same<decltype(fabric.all_reduce(accuracy, ReduceOp::Sum)), float>::value,
+                "float in, float out");
+  expect_scalar(fabric.all_reduce(accuracy, ReduceOp::Max), 0.125f * static_cast<float>(world),
+                "float, Max");
+  expect_scalar(fabric.all_reduce(accuracy, ReduceOp::Mean), static_cast<float>(0.125 * sum / world),
+                "float, Mean");
+
+  int correct = 10 * (rank + 1);
+  correct = fabric.all_reduce(correct, ReduceOp::Sum);
+  static_assert(std::is_same<decltype(fabric.all_reduce(correct, ReduceOp::Sum)), int>::value,
+                "int in, int out");
+  expect_scalar(correct, static_cast<int>(10 * sum), "int, Sum");
+  expect_scalar(fabric.all_reduce(-rank, ReduceOp::Min), -(world - 1), "int, Min");
+  // Beyond double's exact integers: reduced as int64_t, exact.
+  const int64_t big = (int64_t{1} << 53) + 1;
+  expect_scalar(fabric.all_reduce(big + rank, ReduceOp::Sum),
+                static_cast<int64_t>(world) * big + static_cast<int64_t>(sum) - world, "int64_t, Sum");
+  expect_scalar(fabric.all_reduce(big + rank, ReduceOp::Max), big + world - 1, "int64_t, Max");
+  long samples = 1000L * (rank + 1);
+  expect_scalar(fabric.all_reduce(samples, ReduceOp::Sum), static_cast<long>(1000 * sum), "long, Sum");
+  size_t seen = static_cast<size_t>(64 * (rank + 1));
+  static_assert(std::is_same<decltype(fabric.all_reduce(seen, ReduceOp::Sum)), size_t>::value,
+                "size_t in, size_t out");
+  expect_scalar(fabric.all_reduce(seen, ReduceOp::Sum), static_cast<size_t>(64 * sum), "size_t, Sum");
+  unsigned batches = 3u + static_cast<unsigned>(rank);
+  expect_scalar(fabric.all_reduce(batches, ReduceOp::Min), 3u, "unsigned, Min");
+  expect_scalar(fabric.all_reduce(rank == world - 1, ReduceOp::Max), true, "bool, Max (any)");
+  expect_scalar(fabric.all_reduce(rank == world - 1, ReduceOp::Min), false, "bool, Min (all)");
+
+  // Integer Mean is refused on every rank, and the group still works.
+  check_error(error_of([&] { fabric.all_reduce(correct, ReduceOp::Mean); }), "ReduceOp::Mean of an integer",
+              "Mean of an int");
+  // int32 overflow of the sum: every rank throws std::overflow_error.
+  bool overflowed = false;
+  try {
+    fabric.all_reduce(std::numeric_limits<int>::max() - rank, ReduceOp::Sum);
+  } catch (const std::overflow_error&) {
+    overflowed = true;
+  }
+  check(overflowed, "an int Sum beyond INT_MAX did not throw std::overflow_error");
+  fabric.barrier("scalars done");
+  fabric.print("scalar checks passed on", world, "ranks");
+  return 0;
+}
+
+// ---- load or start fresh -------------------------------------------------------
+
+// The shape users write around torch::load, kept after migration. Returns
+// whether the load worked; fails the check when the error is not a
+// c10::Error, or its message lacks `expected`.
+template <class Load>
+bool load_or_fresh(Load&& load, const std::string& expected, const std::string& what) {
+  try {
+    load();
+    return true;
+  } catch (const c10::Error& error) {
+    const std::string message = error.what();
+    check(message.find(expected) != std::string::npos,
+          what + ": the message '" + message + "' lacks '" + expected + "'");
+    check(message.find("Exception raised from") == std::string::npos && message.find('\n') == std::string::npos,
+          what + ": what() carries a backtrace: " + message);
+    check(std::string(error.what_without_backtrace()) == message, what + ": what_without_backtrace differs");
+    return false;
+  } catch (const std::exception& error) {
+    fail(what + ": fabric.load threw something that is not a c10::Error: " + error.what());
+  }
+}
+
+int run_load_fresh(const Arguments& arguments) {
+  fabric::Fabric fabric(fabric::Options().accelerator("cpu").devices(arguments.devices));
+  fabric.launch();
+  this_rank = fabric.global_rank();
+  check(!arguments.dir.empty(), "--dir is needed");
+  const std::string& dir = arguments.dir;
+  torch::manual_seed(3 + this_rank);
+  Net model;
+  PlainNet plain;
+  auto pointer = std::make_shared<PlainNet>();
+  torch::optim::Adam optimizer(model->parameters(), 0.01);
+  fabric.setup(model, optimizer);
+  fabric.setup(plain);
+  fabric.setup(pointer);
+  torch::Tensor tensor;
+  int64_t step = 0;
+  fabric::State state{{"model", model}, {"optimizer", optimizer}, {"step", step}};
+
+  // Nothing there yet: every overload throws a c10::Error on every rank.
+  const std::string missing = dir + "/missing.pt";
+  check(!load_or_fresh([&] { fabric.load(missing, model); }, "No such file", "holder, missing"), "loaded");
+  check(!load_or_fresh([&] { fabric.load(missing, plain); }, "No such file", "by value, missing"), "loaded");
+  check(!load_or_fresh([&] { fabric.load(missing, pointer); }, "No such file", "shared_ptr, missing"), "loaded");
+  check(!load_or_fresh([&] { fabric.load(missing, optimizer); }, "No such file", "optimizer, missing"), "loaded");
+  check(!load_or_fresh([&] { fabric.load(missing, tensor); }, "No such file", "tensor, missing"), "loaded");
+  check(!load_or_fresh([&] { fabric.load(missing, state); }, "No such file", "State, missing"), "loaded");
+  check(!load_or_fresh([&] { fabric.load(dir, state); }, "is a directory", "State, directory"), "loaded");
+
+  // Garbage and wrong contents.
+  const std::string garbage = dir + "/garbage.pt";
+  const std::string tensor_file = dir + "/tensor.pt";
+  fabric.save(tensor_file, torch::ones({3}));
+  if (fabric.is_global_zero()) std::ofstream(garbage, std::ios::binary) << std::string(1000, 'x');
+  fabric.barrier("garbage written");
+  check(!load_or_fresh([&] { fabric.load(garbage, model); }, "truncated or corrupted", "holder, garbage"), "loaded");
+  check(!load_or_fresh([&] { fabric.load(garbage, optimizer); }, "truncated or corrupted", "optimizer, garbage"), "loaded");
+  check(!load_or_fresh([&] { fabric.load(tensor_file, plain); }, "the checkpoint has no", "by value, a tensor file"), "loaded");
+  check(!load_or_fresh([&] { fabric.load(tensor_file, state); }, "not a fabric::State", "State, a tensor file"), "loaded");
+  check(load_or_fresh([&] { fabric.load(tensor_file, tensor); }, "", "tensor file") && torch::equal(tensor, torch::ones({3})),
+        "a tensor checkpoint did not load");
+
+  // A checkpoint that only some ranks can read (a path on a disk of one
+  // node): every rank throws, none deadlocks, nothing is modified.
+  const std::string per_rank = dir + "/rank" + std::to_string(this_rank) + ".pt";
+  fabric.save(dir + "/rank1.pt", model);  // rank 0 writes it; rank 0's own file never exists
+  const auto before = model->first->weight.detach().clone();
+  if (fabric.world_size() == 2) {
+    check(!load_or_fresh([&] { fabric.load(per_rank, model); }, "on rank 0 only",
+                         "missing on rank 0 only"),
+          "loaded");
+    step = 7;
+    fabric.save(dir + "/state.pt", state);
+    const std::string corrupted_on_one = dir + "/state_rank" + std::to_string(this_rank) + ".pt";
+    if (fabric.is_global_zero()) {
+      std::ifstream in(dir + "/state.pt", std::ios::binary);
+      const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      for (int r = 0; r < fabric.world_size(); ++r) {
+        std::ofstream out(dir + "/state_rank" + std::to_string(r) + ".pt", std::ios::binary);
+        out << (r == 1 ? bytes.substr(0, bytes.size() / 2) : bytes);
+      }
+    }
+    fabric.barrier("per-rank states written");
+    step = 0;
+    check(!load_or_fresh([&] { fabric.load(corrupted_on_one, state); }, "on rank 1 only",
+                         "State corrupted on rank 1 only"),
+          "loaded");
+    check(step == 0, "a load that failed on another rank modified this rank's state");
+  }
+  check(torch::equal(before, model->first->weight.detach()), "a failed load modified the model");
+
+  // Start fresh, train, and the ranks are still one job.
+  train_steps(fabric, model, optimizer, 0, 3, false);
+  check(identical_across_ranks(fabric, *model), "ranks drifted apart after failed loads");
+  fabric.save(dir + "/good.pt", state);
+  check(load_or_fresh([&] { fabric.load(dir + "/good.pt", state); }, "", "good State"), "the good State did not load");
+  fabric.print("load-or-start-fresh checks passed on", fabric.world_size(), "ranks");
+  return 0;
+}
+
+// ---- ranks that leave training at different steps ------------------------------
+
+int run_diverge(const Arguments& arguments) {
+  fabric::Fabric fabric(fabric::Options().accelerator("cpu").devices(arguments.devices));
+  fabric.launch();
+  this_rank = fabric.global_rank();
+  torch::manual_seed(5);
+  Net model;
+  torch::optim::SGD optimizer(model->parameters(), 0.01);
+  fabric.setup(model, optimizer);
+  const std::string checkpoint = arguments.dir + "/diverge.pt";
+  check(arguments.collective != "save" || !arguments.dir.empty(), "--collective=save needs --dir");
+  for (int step = 0; step < arguments.steps; ++step) {
+    torch::manual_seed(50 + 10 * step + this_rank);
+    optimizer.zero_grad();
+    const auto loss = model->forward(torch::randn({16, 8})).pow(2).mean();
+    fabric.backward(loss);
+    fabric.step(optimizer);
+    // `if (loss < threshold) break;` on an un-reduced loss, in effect.
+    if (this_rank == arguments.stop_rank && step == arguments.stop_step) {
+      std::fprintf(stderr, "test: rank %d leaves the loop after step %d\n", this_rank, step);
+      break;
+    }
+    if (arguments.collective == "barrier") fabric.barrier("end of step");
+    if (arguments.collective == "all_reduce") fabric.all_reduce(loss.detach());
+    if (arguments.collective == "save") fabric.save(checkpoint, model);
+  }
+  std::fprintf(stderr, "test: rank %d left the loop\n", this_rank);
+  return 0;
+}
+
+int run_late_work(const Arguments& arguments) {
+  fabric::Fabric fabric(fabric::Options().accelerator("cpu").devices(arguments.devices));
+  fabric.launch();
+  this_rank = fabric.global_rank();
+  torch::manual_seed(6);
+  Net model;
+  torch::optim::SGD optimizer(model->parameters(), 0.01);
+  fabric.setup(model, optimizer);
+  train_steps(fabric, model, optimizer, 0, 5, false);
+  if (fabric.global_rank() == arguments.local_work_rank) {
+    // Evaluation on one rank alone: no collective while the others have finished.
+    std::fprintf(stderr, "test: rank %d works alone for %.1f s\n", this_rank, arguments.local_work_s);
+    std::this_thread::sleep_for(std::chrono::duration<double>(arguments.local_work_s));
+    std::printf("late work done\n");
+  }
+  return 0;
+}
+
+// ---- training that is not synchronized -----------------------------------------
+
+int run_unsynchronized(const Arguments& arguments) {
+  fabric::Fabric fabric(fabric::Options().accelerator("cpu").devices(arguments.devices));
+  fabric.launch();
+  this_rank = fabric.global_rank();
+  torch::manual_seed(8);
+  Net model;
+  // Parameter groups with a learning rate each: the shape that got no setup.
+  std::vector<torch::optim::OptimizerParamGroup> groups;
+  groups.emplace_back(model->first->parameters(),
+                      std::make_unique<torch::optim::SGDOptions>(0.01));
+  groups.emplace_back(model->second->parameters(),
+                      std::make_unique<torch::optim::SGDOptions>(0.1));
+  torch::optim::SGD optimizer(std::move(groups), torch::optim::SGDOptions(0.01));
+  if (arguments.setup) fabric.setup(model, optimizer);
+  for (int step = 0; step < 3; ++step) {
+    optimizer.zero_grad();
+    fabric.backward(model->forward(torch::randn({4, 8})).pow(2).mean());
+    fabric.step(optimizer);
+  }
+  fabric.barrier("unsynchronized done");
+  return 0;
+}
+
+// ---- FABRIC_CHECK_SYNC ------------------------------------------------------------
+
+int run_sync(const Arguments& arguments) {
+  fabric::Fabric fabric(
+      fabric::Options().accelerator("cpu").devices(arguments.devices).strategy(arguments.strategy));
+  fabric.launch();
+  this_rank = fabric.global_rank();
+  torch::manual_seed(9);
+  Net model;
+  torch::optim::Adam optimizer(model->parameters(), 0.01);
+  fabric.setup(model, optimizer);
+  for (int step = 1; step <= 6; ++step) {
+    torch::manual_seed(90 + 10 * step + this_rank);
+    optimizer.zero_grad();
+    fabric.backward(model->forward(torch::randn({4, 8})).pow(2).mean());
+    fabric.step(optimizer);
+    if (this_rank == arguments.perturb_rank && step == arguments.perturb_step) {
+      torch::NoGradGuard no_grad;
+      model->first->weight[0][0] += 1e-3;  // behind the Fabric's back
+      std::fprintf(stderr, "test: rank %d changed first.weight after step %d\n", this_rank, step);
+    }
+  }
+  fabric.print("sync scenario done");
+  return 0;
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
@@ -1184,6 +1615,13 @@ int main(int argc, char** argv) {
   if (arguments.scenario == "zero") return run_zero_checks(arguments);
   if (arguments.scenario == "unused") return run_unused_checks(arguments);
   if (arguments.scenario == "hang") return run_hang(arguments);
+  if (arguments.scenario == "by_value") return run_by_value_checks(arguments);
+  if (arguments.scenario == "scalars") return run_scalar_checks(arguments);
+  if (arguments.scenario == "load_fresh") return run_load_fresh(arguments);
+  if (arguments.scenario == "diverge") return run_diverge(arguments);
+  if (arguments.scenario == "late_work") return run_late_work(arguments);
+  if (arguments.scenario == "unsynchronized") return run_unsynchronized(arguments);
+  if (arguments.scenario == "sync") return run_sync(arguments);
   if (arguments.scenario == "fail") {
     try {
       return run_until_failure(arguments);

@@ -8,7 +8,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <iterator>
 #include <limits>
+#include <memory>
+#include <new>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -271,6 +274,237 @@ TEST(SingleProcess, SaveIsAtomicAndLoadRestores) {
   std::remove((path + ".optim").c_str());
 
   EXPECT_THROW(fabric.save("/nonexistent-directory/x.pt", saved), std::exception);
+}
+
+// The shape of PyTorch's C++ MNIST example: a Module subclass held by value.
+struct ValueNet : torch::nn::Module {
+  ValueNet()
+      : first(register_module("first", torch::nn::Linear(3, 4))),
+        second(register_module("second", torch::nn::Linear(4, 2))) {}
+  torch::Tensor forward(const torch::Tensor& x) { return second(torch::relu(first(x))); }
+  torch::nn::Linear first;
+  torch::nn::Linear second;
+};
+
+TEST(SingleProcess, ModelHeldByValueTrainsLikePlainLibTorch) {
+  fabric::Fabric fabric(one_cpu_process());
+  fabric.launch();
+  torch::manual_seed(11);
+  ValueNet model;
+  torch::manual_seed(11);
+  ValueNet plain;
+  // An optimizer held through a pointer to the base class.
+  std::unique_ptr<torch::optim::Optimizer> optimizer =
+      std::make_unique<torch::optim::SGD>(model.parameters(), 0.1);
+  torch::optim::SGD plain_optimizer(plain.parameters(), 0.1);
+  fabric.setup(model, *optimizer);
+  const auto input = torch::randn({5, 3});
+  for (int step = 0; step < 3; ++step) {
+    optimizer->zero_grad();
+    fabric.backward(model.forward(input).pow(2).sum());
+    fabric.step(*optimizer);
+    plain_optimizer.zero_grad();
+    plain.forward(input).pow(2).sum().backward();
+    plain_optimizer.step();
+  }
+  EXPECT_TRUE(torch::equal(model.first->weight, plain.first->weight));
+  EXPECT_TRUE(torch::equal(model.second->bias, plain.second->bias));
+
+  // Setup without an optimizer; a GAN of two by-value models, each with its
+  // own optimizer (one behind a shared_ptr to the base class).
+  ValueNet generator;
+  ValueNet discriminator;
+  fabric.setup(generator);
+  std::shared_ptr<torch::optim::Optimizer> generator_optimizer =
+      std::make_shared<torch::optim::Adam>(generator.parameters(), 0.01);
+  torch::optim::SGD discriminator_optimizer(discriminator.parameters(), 0.01);
+  fabric.setup_optimizer(*generator_optimizer);
+  fabric.setup(discriminator, discriminator_optimizer);
+  fabric.backward(discriminator.forward(torch::randn({2, 3})).sum());
+  fabric.step(discriminator_optimizer);
+  fabric.backward(generator.forward(torch::randn({2, 3})).sum());
+  fabric.step(*generator_optimizer);
+
+  // Accumulation guard, clipping, save and load of a by-value model.
+  {
+    auto guard = fabric.no_backward_sync(model);
+    fabric.backward(model.forward(input).sum());
+  }
+  const auto norm = fabric.clip_gradients(model, *optimizer, c10::nullopt, /*max_norm=*/0.01);
+  EXPECT_GT(norm.item<double>(), 0.01);
+  const std::string path = testing::TempDir() + "fabric_by_value.pt";
+  fabric.save(path, model);
+  ValueNet loaded;
+  const auto loaded_weight = loaded.first->weight;  // the same tensor afterwards: loaded in place
+  fabric.load(path, loaded);
+  EXPECT_TRUE(torch::equal(loaded.first->weight, model.first->weight));
+  EXPECT_TRUE(loaded.first->weight.is_same(loaded_weight));
+  // torch::load reads what fabric.save wrote for a by-value model.
+  auto holder = std::make_shared<ValueNet>();
+  torch::load(holder, path);
+  EXPECT_TRUE(torch::equal(holder->second->weight, model.second->weight));
+  int64_t step = 3;
+  fabric.save(path, fabric::State{{"model", model}, {"step", step}});
+  int64_t loaded_step = 0;
+  ValueNet from_state;
+  fabric.load(path, fabric::State{{"model", from_state}, {"step", loaded_step}});
+  EXPECT_EQ(loaded_step, 3);
+  EXPECT_TRUE(torch::equal(from_state.second->bias, model.second->bias));
+  std::remove(path.c_str());
+  EXPECT_THROW({ auto guard = fabric.no_backward_sync(plain); }, std::logic_error)
+      << "plain was never set up";
+}
+
+// The Fabric is declared first in main, so the user's models die before it:
+// nothing in the runtime may touch them afterwards (ASan checks this in
+// scripts/sanitize.sh). A new model at a dead one's address is a new model.
+TEST(SingleProcess, ModelsHeldByValueMayDieBeforeTheFabric) {
+  fabric::Fabric fabric(one_cpu_process().strategy("ddp"));
+  fabric.launch();
+  // Two models, one after the other, in the same storage: the second is
+  // set up at the dead first one's address.
+  alignas(ValueNet) unsigned char storage[sizeof(ValueNet)];
+  for (int round = 0; round < 2; ++round) {
+    auto* model = new (storage) ValueNet();
+    {
+      torch::optim::SGD optimizer(model->parameters(), 0.1);
+      fabric.setup(*model, optimizer);
+      optimizer.zero_grad();
+      fabric.backward(model->forward(torch::randn({2, 3})).sum());
+      fabric.step(optimizer);
+      auto guard = fabric.no_backward_sync(*model);
+    }
+    model->~ValueNet();
+  }
+  {
+    auto model = std::make_unique<ValueNet>();
+    fabric.setup(*model);
+  }
+  // Still usable after its models are gone; ~Fabric runs with all of them dead.
+  ValueNet survivor;
+  torch::optim::SGD optimizer(survivor.parameters(), 0.1);
+  fabric.setup(survivor, optimizer);
+  fabric.backward(survivor.forward(torch::randn({2, 3})).sum());
+  fabric.step(optimizer);
+}
+
+TEST(SingleProcess, ScalarAllReduceReturnsTheValueUnchanged) {
+  fabric::Fabric fabric(one_cpu_process());
+  fabric.launch();
+  torch::manual_seed(123);
+  const auto expected_next = torch::rand({2});
+  torch::manual_seed(123);
+  using fabric::ReduceOp;
+  const double total = 0.1 + 0.2;  // not representable exactly: compared bit for bit
+  EXPECT_EQ(fabric.all_reduce(total, ReduceOp::Sum), total);
+  EXPECT_EQ(fabric.all_reduce(total), total);
+  static_assert(std::is_same<decltype(fabric.all_reduce(total, ReduceOp::Sum)), double>::value, "");
+  const float accuracy = 0.7f;
+  static_assert(std::is_same<decltype(fabric.all_reduce(accuracy, ReduceOp::Mean)), float>::value, "");
+  EXPECT_EQ(fabric.all_reduce(accuracy, ReduceOp::Mean), accuracy);
+  EXPECT_EQ(fabric.all_reduce(42, ReduceOp::Sum), 42);
+  EXPECT_EQ(fabric.all_reduce(int64_t{1} << 62, ReduceOp::Max), int64_t{1} << 62);
+  EXPECT_EQ(fabric.all_reduce(size_t{7}, ReduceOp::Sum), size_t{7});
+  static_assert(std::is_same<decltype(fabric.all_reduce(size_t{7}, ReduceOp::Sum)), size_t>::value, "");
+  EXPECT_EQ(fabric.all_reduce(3u, ReduceOp::Min), 3u);
+  EXPECT_EQ(fabric.all_reduce(-5L, ReduceOp::Sum), -5L);
+  EXPECT_EQ(fabric.all_reduce(true, ReduceOp::Max), true);
+  // No random number was drawn.
+  EXPECT_TRUE(torch::equal(torch::rand({2}), expected_next));
+  // An integer Mean is refused the same way on any number of processes.
+  EXPECT_THROW(fabric.all_reduce(42, ReduceOp::Mean), std::invalid_argument);
+  EXPECT_THROW(fabric.all_reduce(size_t{42}), std::invalid_argument);
+  EXPECT_THROW(fabric.all_reduce(false, ReduceOp::Mean), std::invalid_argument);
+}
+
+// try { torch::load(...) } catch (const c10::Error&) { start fresh } keeps
+// working when torch::load becomes fabric.load.
+TEST(SingleProcess, LoadFailuresAreC10Errors) {
+  fabric::Fabric fabric(one_cpu_process());
+  fabric.launch();
+  const std::string missing = testing::TempDir() + "fabric_no_such_checkpoint.pt";
+  std::remove(missing.c_str());
+  const auto expect_c10_error = [](auto&& load, const std::string& expected) {
+    try {
+      load();
+      ADD_FAILURE() << "no exception; expected one with '" << expected << "'";
+    } catch (const c10::Error& error) {
+      const std::string message = error.what();
+      EXPECT_NE(message.find(expected), std::string::npos) << message;
+      EXPECT_EQ(message.find("Exception raised from"), std::string::npos) << message;
+      EXPECT_EQ(message.find('\n'), std::string::npos) << "a backtrace in what(): " << message;
+      EXPECT_NE(dynamic_cast<const fabric::CheckpointError*>(&error), nullptr);
+    } catch (const std::exception& error) {
+      ADD_FAILURE() << "not a c10::Error: " << error.what();
+    }
+  };
+  torch::nn::Linear holder(3, 2);
+  auto pointer = std::make_shared<ValueNet>();
+  ValueNet by_value;
+  torch::optim::SGD optimizer(holder->parameters(), 0.1);
+  torch::Tensor tensor;
+  int64_t step = 0;
+  fabric::State state{{"model", holder}, {"step", step}};
+  for (const std::string& expected : {std::string("No such file"), missing}) {
+    expect_c10_error([&] { fabric.load(missing, holder); }, expected);
+    expect_c10_error([&] { fabric.load(missing, pointer); }, expected);
+    expect_c10_error([&] { fabric.load(missing, by_value); }, expected);
+    expect_c10_error([&] { fabric.load(missing, optimizer); }, expected);
+    expect_c10_error([&] { fabric.load(missing, tensor); }, expected);
+    expect_c10_error([&] { fabric.load(missing, state); }, expected);
+  }
+  // Unreadable, truncated, wrong contents.
+  const std::string garbage = testing::TempDir() + "fabric_garbage.pt";
+  std::ofstream(garbage, std::ios::binary) << std::string(100, 'z');
+  expect_c10_error([&] { fabric.load(garbage, by_value); }, "truncated or corrupted");
+  expect_c10_error([&] { fabric.load(garbage, tensor); }, "truncated or corrupted");
+  const std::string good = testing::TempDir() + "fabric_good.pt";
+  fabric.save(good, holder);
+  {
+    std::ifstream in(good, std::ios::binary);
+    const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    std::ofstream(garbage, std::ios::binary) << bytes.substr(0, bytes.size() / 2);
+  }
+  expect_c10_error([&] { fabric.load(garbage, holder); }, "truncated or corrupted");
+  expect_c10_error([&] { fabric.load(good, by_value); }, "the checkpoint has no");
+  expect_c10_error([&] { fabric.load(good, state); }, "not a fabric::State checkpoint");
+  expect_c10_error([&] { fabric.load(testing::TempDir(), holder); }, "is a directory");
+  std::remove(garbage.c_str());
+  std::remove(good.c_str());
+  // Save failures are c10::Errors too, as torch::save's are.
+  expect_c10_error([&] { fabric.save("/nonexistent-directory/x.pt", holder); }, "could not write");
+
+  // The user's shape: no checkpoint yet, so training starts from scratch.
+  bool fresh = false;
+  try {
+    fabric.load(missing, holder);
+  } catch (const c10::Error&) {
+    fresh = true;
+  }
+  EXPECT_TRUE(fresh);
+}
+
+TEST(SingleProcess, SyncCheckLineWithOneProcess) {
+  const auto run = [](bool enabled) {
+    if (enabled) ::setenv("FABRIC_CHECK_SYNC", "1", 1);
+    testing::internal::CaptureStderr();
+    {
+      fabric::Fabric fabric(one_cpu_process());
+      fabric.launch();
+      torch::nn::Linear model(3, 2);
+      torch::optim::SGD optimizer(model->parameters(), 0.1);
+      fabric.setup(model, optimizer);
+      for (int step = 0; step < 3; ++step) {
+        optimizer.zero_grad();
+        fabric.backward(model->forward(torch::ones({1, 3})).sum());
+        fabric.step(optimizer);
+      }
+    }
+    ::unsetenv("FABRIC_CHECK_SYNC");
+    return testing::internal::GetCapturedStderr();
+  };
+  EXPECT_EQ(run(true), "fabric: sync check passed: 3 steps, 2 parameter tensors identical on 1 ranks\n");
+  EXPECT_EQ(run(false), "") << "off by default";
 }
 
 TEST(Precision, Bf16MixedRunsMatmulInBfloat16) {

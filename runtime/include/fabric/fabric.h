@@ -32,7 +32,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <fstream>
+#include <functional>
 #include <initializer_list>
+#include <limits>
 #include <memory>
 #include <ostream>
 #include <sstream>
@@ -62,7 +64,31 @@ template <class T>
 struct is_module_pointer : std::false_type {};
 template <class M>
 struct is_module_pointer<std::shared_ptr<M>> : std::is_base_of<torch::nn::Module, M> {};
+// A module the program holds by value (`Net model;` with Net deriving from
+// torch::nn::Module), not through a ModuleHolder or a pointer.
+template <class T>
+struct is_plain_module
+    : std::integral_constant<bool, std::is_base_of<torch::nn::Module, T>::value &&
+                                       !is_module_holder<T>::value> {};
+// Points at a module the program owns (held by value), without owning it:
+// no control block, so nothing Fabric keeps extends or ends its life.
+inline std::shared_ptr<torch::nn::Module> borrow_module(torch::nn::Module& module) {
+  return std::shared_ptr<torch::nn::Module>(std::shared_ptr<torch::nn::Module>(), &module);
+}
 } // namespace detail
+
+// What fabric.load (every overload) and fabric.save throw when a checkpoint
+// cannot be read or written. LibTorch's torch::load/torch::save throw
+// c10::Error, so this is one: `catch (const c10::Error&)` around a load keeps
+// working after migration. what() is the message alone (file, what is wrong,
+// what to do), without a C++ backtrace.
+class CheckpointError : public c10::Error {
+ public:
+  explicit CheckpointError(const std::string& message);
+  // The message alone (LibTorch 1.13's c10::Error appends a newline even
+  // without a backtrace).
+  const char* what() const noexcept override { return what_without_backtrace(); }
+};
 
 // One named entry of a checkpoint: a reference to the caller's object, which
 // save() reads and load() overwrites in place.
@@ -78,6 +104,10 @@ class StateEntry {
   template <class M, class = std::enable_if_t<std::is_base_of<torch::nn::Module, M>::value>>
   StateEntry(std::string name, std::shared_ptr<M>& module)
       : name_(std::move(name)), target_(std::shared_ptr<torch::nn::Module>(module)) {}
+  // A module held by value; the State refers to it, as to the other entries.
+  template <class M, std::enable_if_t<detail::is_plain_module<M>::value, int> = 0>
+  StateEntry(std::string name, M& module)
+      : name_(std::move(name)), target_(detail::borrow_module(module)) {}
   StateEntry(std::string name, torch::optim::Optimizer& optimizer)
       : name_(std::move(name)), target_(&optimizer) {}
   StateEntry(std::string name, torch::Tensor& tensor) : name_(std::move(name)), target_(&tensor) {}
@@ -180,7 +210,13 @@ class Fabric {
   // torchrun started it). Starts nothing yet.
   explicit Fabric(Options options = Options());
   // Rank 0 of a job it launched waits here for the other local ranks; if one
-  // failed, it reports it and exits the process with a non-zero code.
+  // failed, it reports it and exits the process with a non-zero code. With
+  // several processes every rank first waits here until all have finished;
+  // if another rank waits in a collective that this one will never join
+  // (the ranks left the training loop at different steps), the job ends
+  // within seconds, every rank with exit code 1, with a message naming the
+  // ranks and their step counts. FABRIC_CHECK_SYNC=1: rank 0 prints
+  // "fabric: sync check passed: ..." (see docs/runtime.md).
   ~Fabric();
 
   Fabric(const Fabric&) = delete;
@@ -221,11 +257,27 @@ class Fabric {
     setup_module(model);
     (setup_optimizer(optimizers), ...);
   }
+  // A model held by value (`struct Net : torch::nn::Module {...}; Net model;`).
+  // Fabric does not own it and never touches the object after setup returns:
+  // it keeps the parameter tensors (which DDP's Reducer needs) instead, so
+  // the model may be destroyed before the Fabric, as it is when the Fabric
+  // is declared first in main. Optimizers may be passed through a pointer to
+  // the base class: fabric.setup(model, *optimizer).
+  template <class M, class... Optimizers,
+            std::enable_if_t<detail::is_plain_module<M>::value, int> = 0>
+  void setup(M& model, Optimizers&... optimizers) {
+    setup_module(static_cast<torch::nn::Module&>(model));
+    (setup_optimizer(optimizers), ...);
+  }
   void setup_module(const std::shared_ptr<torch::nn::Module>& module);
+  // A module the program owns itself (held by value); see setup(M&).
+  void setup_module(torch::nn::Module& module);
   void setup_optimizer(torch::optim::Optimizer& optimizer);
 
   // loss.backward(gradient, retain_graph, create_graph) with the gradients of
   // set-up models averaged across processes in buckets while backward runs.
+  // With several processes, a loss that reaches no set-up model makes rank
+  // 0 warn once per job on stderr (nothing would be synchronized).
   // "zero2": afterwards each rank holds the averaged gradients of the
   // parameters it owns only; the others' are undefined.
   void backward(const torch::Tensor& loss, const torch::Tensor& gradient = {},
@@ -238,6 +290,9 @@ class Fabric {
   // ranks with different models, and the next backward()/step()/save()
   // throws std::logic_error saying so. A step that the "16-mixed" loss
   // scaler skipped (inf/NaN gradients, cleared by backward) changes nothing.
+  // With several processes, an optimizer none of whose parameters belongs to
+  // a set-up model makes rank 0 warn once per job. FABRIC_CHECK_SYNC=1
+  // compares the parameters across ranks after every step.
   void step(torch::optim::Optimizer& optimizer);
   // optimizer.step(closure); returns the closure's loss. The closure calls
   // fabric.backward(). Sharded strategies call it once before stepping.
@@ -284,6 +339,46 @@ class Fabric {
   // Collectives. Each returns a new tensor on device(); with one process they
   // are identities (copies). Mean of an integer tensor is floating point.
   torch::Tensor all_reduce(const torch::Tensor& tensor, ReduceOp op = ReduceOp::Mean);
+  // A number of this rank (a metric accumulated over the rank's shard):
+  //   total_loss = fabric.all_reduce(total_loss, fabric::ReduceOp::Sum);
+  // Returns the same type. Floating point values are reduced as double;
+  // integers (and bool) as int64_t, so Sum, Max and Min are exact within
+  // int64_t's range (a result that does not fit the type, or an unsigned
+  // value above INT64_MAX, throws std::overflow_error). Mean of an integer
+  // or bool throws std::invalid_argument (an average is not an integer:
+  // reduce a double, or Sum and divide). For bool, Max is "any rank", Min
+  // "every rank" and Sum is Max. With one process the value comes back
+  // unchanged, with no work and no random number drawn.
+  template <class T, std::enable_if_t<std::is_arithmetic<T>::value, int> = 0>
+  T all_reduce(T value, ReduceOp op = ReduceOp::Mean) {
+    if constexpr (std::is_floating_point<T>::value) {
+      if (world_size() == 1) return value;
+      return static_cast<T>(all_reduce_double(static_cast<double>(value), op));
+    } else {
+      check_integer_reduction(op, std::is_same<T, bool>::value ? "bool" : "an integer");
+      if (world_size() == 1) return value;
+      if constexpr (std::is_same<T, bool>::value) {
+        return all_reduce_integer(value ? 1 : 0, op == ReduceOp::Min ? op : ReduceOp::Max) != 0;
+      } else {
+        if constexpr (std::is_unsigned<T>::value && sizeof(T) >= sizeof(int64_t)) {
+          if (value > static_cast<T>(std::numeric_limits<int64_t>::max())) {
+            throw_integer_overflow("an unsigned value above INT64_MAX was passed");
+          }
+        }
+        const int64_t result = all_reduce_integer(static_cast<int64_t>(value), op);
+        const bool fits =
+            std::is_signed<T>::value
+                ? (sizeof(T) >= sizeof(int64_t) ||
+                   (result >= static_cast<int64_t>(std::numeric_limits<T>::min()) &&
+                    result <= static_cast<int64_t>(std::numeric_limits<T>::max())))
+                : (result >= 0 && (sizeof(T) >= sizeof(int64_t) ||
+                                   static_cast<uint64_t>(result) <=
+                                       static_cast<uint64_t>(std::numeric_limits<T>::max())));
+        if (!fits) throw_integer_overflow("the result does not fit the type");
+        return static_cast<T>(result);
+      }
+    }
+  }
   // One tensor per rank, in rank order. The first dimension may differ
   // between ranks; the other dimensions and the dtype must match.
   std::vector<torch::Tensor> all_gather(const torch::Tensor& tensor);
@@ -296,32 +391,50 @@ class Fabric {
   // Checkpoints of one object. Every rank calls; rank 0 writes to a
   // temporary file in the same directory and renames it over `path`
   // (atomic), then every rank learns whether that worked (an error throws
-  // on all ranks). T is anything torch::save accepts (ModuleHolder,
-  // shared_ptr<Module>, optimizer, tensor...). An optimizer's state is
-  // gathered on rank 0 first under a sharded strategy (same file as ddp).
+  // fabric::CheckpointError on all ranks). T is anything torch::save accepts
+  // (ModuleHolder, shared_ptr<Module>, optimizer, tensor...) or a module
+  // held by value. An optimizer's state is gathered on rank 0 first under a
+  // sharded strategy (same file as ddp).
   template <class T, class = std::enable_if_t<!std::is_same<std::decay_t<T>, State>::value>>
   void save(const std::string& path, const T& value) {
     if constexpr (std::is_base_of<torch::optim::Optimizer, T>::value) {
       // Rank 0's optimizer briefly holds the other ranks' state as well; it
       // holds only its own again when save returns.
       save_optimizer_file(path, const_cast<T&>(value));
+    } else if constexpr (detail::is_plain_module<T>::value) {
+      // torch::save has no overload for a module held by value; this is what
+      // it writes for a shared_ptr<Module> (Module::save into one archive).
+      save_with(path, [&value](std::ostream& stream) {
+        torch::serialize::OutputArchive archive;
+        value.save(archive);
+        archive.save_to(stream);
+      });
     } else {
       save_with(path, [&value](std::ostream& stream) { torch::save(value, stream); });
     }
   }
   // Every rank reads `path`; the loaded tensors end up on device(). A
   // model's parameters and buffers are overwritten in place (their storage
-  // stays the one setup() prepared for DDP; shapes must match).
+  // stays the one setup() prepared for DDP; shapes must match). A file that
+  // is missing, unreadable, truncated, corrupted or holds something else
+  // throws fabric::CheckpointError (a c10::Error, as torch::load throws) on
+  // every rank, also when only some ranks cannot read it, and before
+  // anything is modified:
+  //   try { fabric.load("ckpt.pt", model); } catch (const c10::Error&) { /* start fresh */ }
   template <class T, class = std::enable_if_t<!std::is_same<std::decay_t<T>, State>::value>>
   void load(const std::string& path, T& value) {
     if constexpr (detail::is_module_holder<T>::value) {
       load_module_file(path, *value.ptr());
     } else if constexpr (detail::is_module_pointer<T>::value) {
       load_module_file(path, *value);
+    } else if constexpr (detail::is_plain_module<T>::value) {
+      load_module_file(path, value);
     } else if constexpr (std::is_base_of<torch::optim::Optimizer, T>::value) {
       load_optimizer_file(path, value);  // then keeps only this rank's shard
     } else {
-      torch::load(value, path, device());
+      load_other_file(path, [&value, this](const std::string& file) {
+        torch::load(value, file, device());
+      });
     }
   }
 
@@ -334,7 +447,8 @@ class Fabric {
   // tensors mapped to device(). With `strict`, a name in the file that the
   // state lacks is an error too; a name the file lacks always is. Errors
   // (missing file, truncated or corrupted file, wrong kind of entry) throw
-  // std::runtime_error before anything is modified, where they can be seen.
+  // fabric::CheckpointError (a c10::Error) on every rank before anything is
+  // modified, where they can be seen.
   void load(const std::string& path, const State& state, bool strict = true);
 
   // Logging to the loggers of the options, on global rank 0 only (a no-op
@@ -367,6 +481,11 @@ class Fabric {
   NoBackwardSync no_backward_sync(std::shared_ptr<M>& model, bool enabled = true) {
     return NoBackwardSync(checked_state_for_no_sync(model.get()), model.get(), enabled);
   }
+  template <class M, std::enable_if_t<detail::is_plain_module<M>::value, int> = 0>
+  NoBackwardSync no_backward_sync(M& model, bool enabled = true) {
+    const torch::nn::Module* module = &model;
+    return NoBackwardSync(checked_state_for_no_sync(module), module, enabled);
+  }
 
   // Clips the gradients of `model`'s parameters, either by total norm
   // (`max_norm`, as torch::nn::utils::clip_grad_norm_) or elementwise to
@@ -391,6 +510,14 @@ class Fabric {
                                c10::optional<double> max_norm = c10::nullopt,
                                double norm_type = 2.0, bool error_if_nonfinite = true) {
     return clip_module_gradients(*model, optimizer, clip_val, max_norm, norm_type,
+                                 error_if_nonfinite);
+  }
+  template <class M, std::enable_if_t<detail::is_plain_module<M>::value, int> = 0>
+  torch::Tensor clip_gradients(M& model, torch::optim::Optimizer& optimizer,
+                               c10::optional<double> clip_val = c10::nullopt,
+                               c10::optional<double> max_norm = c10::nullopt,
+                               double norm_type = 2.0, bool error_if_nonfinite = true) {
+    return clip_module_gradients(model, optimizer, clip_val, max_norm, norm_type,
                                  error_if_nonfinite);
   }
 
@@ -432,6 +559,14 @@ class Fabric {
   }
   void finish_save(const std::string& path, const std::string& error_on_rank_zero);
   void load_module_file(const std::string& path, torch::nn::Module& module);
+  // fabric.load of anything else torch::load reads (a tensor...): `read`
+  // runs torch::load on every rank, whose outcomes are agreed on.
+  void load_other_file(const std::string& path, const std::function<void(const std::string&)>& read);
+  void check_sync_after_step(torch::optim::Optimizer& optimizer);
+  double all_reduce_double(double value, ReduceOp op);
+  int64_t all_reduce_integer(int64_t value, ReduceOp op);
+  static void check_integer_reduction(ReduceOp op, const char* what);
+  [[noreturn]] static void throw_integer_overflow(const char* why);
   void save_optimizer_file(const std::string& path, torch::optim::Optimizer& optimizer);
   void load_optimizer_file(const std::string& path, torch::optim::Optimizer& optimizer);
   detail::FabricState* checked_state_for_no_sync(const torch::nn::Module* module);
