@@ -17,7 +17,23 @@ files (one precompiled <torch/torch.h> injected per target, for speed).
 `run` runs one program three ways and checks:
   * 1 process: the same lines as the original, numbers within tolerance;
   * 2 processes: both ranks exit 0, rank 0 alone prints (no line twice),
-    the loss falls, files the program saves are written once, by rank 0.
+    the loss falls, files the program saves are written once, by rank 0;
+  * with --sync-check: both migrated runs set FABRIC_CHECK_SYNC=1, so the
+    runtime compares every parameter across the ranks after every step, and
+    the job must end with its "sync check passed" line (after at least one
+    step on 2 ranks); and the last value of every number the program prints
+    on 2 ranks equals the 1-process run's within METRIC_RTOL / METRIC_ATOL
+    (metrics keep their meaning: a sum over this rank's shard divided by the
+    data set's size would be half the 1-process value).
+A manifest (--manifest, JSON: {program: {...}}) states per program what the
+migration must report and how 2 processes end:
+  "findings": rule ids fabricize must report (no other finding may appear),
+  "errors": rule ids of error-level findings allowed (default none),
+  "two_ranks": "in_sync" (default), or "diverge": the ranks may leave the
+      training loop at different steps; the job must then end within
+      DIVERGE_LIMIT_S seconds with the runtime's message naming the ranks,
+  "args": program arguments, "loss_word": the word before the falling value,
+  "compare": false to skip the metric comparison (with a "why").
 Exit 77 (ctest's skip code) with a loud message when an input is missing.
 """
 import argparse
@@ -33,6 +49,14 @@ import time
 
 SKIP = 77
 NUMBER = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?")
+# A metric printed by 2 ranks vs by 1 process: the programs train to a noise
+# floor, so a well-synchronised run lands within these of the 1-process
+# value; a metric that lost its meaning (a per-rank sum divided by the whole
+# data set's size) is off by a factor of 2.
+METRIC_RTOL = 0.15
+METRIC_ATOL = 0.02
+DIVERGE_LIMIT_S = 60
+SYNC_PASSED = re.compile(r"fabric: sync check passed: (\d+) steps, (\d+) parameter tensors identical on (\d+) ranks")
 
 
 def fail(message):
@@ -81,16 +105,21 @@ def migrate(fabricize, name, source, work, check_pch=False):
 # Injected with CMAKE_PROJECT_INCLUDE into a project under test: after its
 # CMakeLists.txt ran, every target compiles through a precompiled LibTorch.
 PCH_INCLUDE = """# Written by test/e2e/run_e2e.py: the test's build speed, not the project's.
-function(_fabric_e2e_precompile)
-  get_property(targets DIRECTORY ${CMAKE_SOURCE_DIR} PROPERTY BUILDSYSTEM_TARGETS)
+# Every target of every directory compiles through a precompiled LibTorch.
+function(_fabric_e2e_precompile directory)
+  get_property(targets DIRECTORY ${directory} PROPERTY BUILDSYSTEM_TARGETS)
   foreach(target ${targets})
     get_target_property(type ${target} TYPE)
     if(type STREQUAL "EXECUTABLE" OR type MATCHES "_LIBRARY$")
       target_precompile_headers(${target} PRIVATE <torch/torch.h>)
     endif()
   endforeach()
+  get_property(subdirectories DIRECTORY ${directory} PROPERTY SUBDIRECTORIES)
+  foreach(subdirectory ${subdirectories})
+    _fabric_e2e_precompile(${subdirectory})
+  endforeach()
 endfunction()
-cmake_language(DEFER DIRECTORY ${CMAKE_SOURCE_DIR} CALL _fabric_e2e_precompile)
+cmake_language(DEFER DIRECTORY ${CMAKE_SOURCE_DIR} CALL _fabric_e2e_precompile ${CMAKE_SOURCE_DIR})
 """
 
 
@@ -110,8 +139,16 @@ def configure_and_build(source, build, work, fabric_dir, jobs):
 
 
 def executables(build):
-    found = [os.path.join(build, f) for f in sorted(os.listdir(build))
-             if os.path.isfile(os.path.join(build, f)) and os.access(os.path.join(build, f), os.X_OK)]
+    """The programs a CMake build made, wherever its subdirectories put them."""
+    found = []
+    for root, dirs, files in os.walk(build):
+        dirs[:] = sorted(d for d in dirs if d != "CMakeFiles")
+        for f in sorted(files):
+            path = os.path.join(root, f)
+            if os.access(path, os.X_OK) and not f.endswith((".so", ".sh", ".py")) and "." not in f:
+                with open(path, "rb") as handle:
+                    if handle.read(4) == b"\x7fELF":
+                        found.append(path)
     return found
 
 
@@ -130,7 +167,9 @@ def prepare_project(args, name, source_dir):
     if problem:
         return None, problem
     migrated = os.path.join(base, "migrated")
-    result = run([args.fabricize, "--all", "-p", os.path.join(base, "original-build"), "--root", original,
+    # Exactly as the README says: -p gives the project root (the CMake source
+    # directory), no --root.
+    result = run([args.fabricize, "--all", "-p", os.path.join(base, "original-build"),
                   "-o", migrated, "--report", os.path.join(args.work, f"{name}.report.json")],
                  capture_output=True, text=True)
     sys.stdout.write(result.stdout + result.stderr)
@@ -141,14 +180,15 @@ def prepare_project(args, name, source_dir):
     if problem:
         return None, problem
     # Idempotence: the migrated project, through its own compile commands.
-    again = run([args.fabricize, "--all", "-p", os.path.join(base, "migrated-build"), "--root", migrated,
-                 "--diff", "--quiet"], capture_output=True, text=True)
+    again = run([args.fabricize, "--all", "-p", os.path.join(base, "migrated-build"), "--diff", "--quiet"],
+                capture_output=True, text=True)
     if again.returncode not in (0, 1) or again.stdout.strip():
         return None, (f"{name}: migrating the migrated project changed it (not idempotent), exit "
                       f"{again.returncode}:\n{again.stdout[:4000]}{again.stderr[-2000:]}")
     before = executables(os.path.join(base, "original-build"))
     after = executables(os.path.join(base, "migrated-build"))
-    if len(before) != 1 or [os.path.basename(b) for b in before] != [os.path.basename(a) for a in after]:
+    if len(before) != 1 or [os.path.relpath(b, os.path.join(base, "original-build")) for b in before] != \
+            [os.path.relpath(a, os.path.join(base, "migrated-build")) for a in after]:
         return None, f"{name}: expected one program in each build, found {before} and {after}"
     return {"original": before[0], "fabric": after[0]}, None
 
@@ -260,16 +300,76 @@ def losses(lines, word="loss"):
     return values
 
 
+def sync_steps(stderr, name, label):
+    """The steps the runtime's sync check compared, from its closing line."""
+    found = SYNC_PASSED.findall(stderr)
+    if "sync check FAILED" in stderr or "differ between ranks" in stderr:
+        fail(f"{name}: {label}: the ranks' parameters differ (FABRIC_CHECK_SYNC):\n{stderr[-3000:]}")
+    if len(found) != 1:
+        fail(f"{name}: {label}: expected one 'fabric: sync check passed' line from rank 0, found {len(found)} "
+             f"(was the model set up? did any fabric.step run?):\n{stderr[-2000:]}")
+    return int(found[0][0]), int(found[0][2])
+
+
+def check_findings(args, name, expect):
+    """What fabricize reported for the program, against the manifest."""
+    path = os.path.join(args.work, f"{name}.report.json")
+    if not os.path.exists(path):
+        return
+    with open(path) as f:
+        report = json.load(f)
+    found = sorted({f["rule"] for f in report["findings"]})
+    errors = sorted({f["rule"] for f in report["findings"] if f.get("severity") == "error"})
+    wanted = sorted(set(expect.get("findings", [])))
+    if found != wanted:
+        details = "\n".join(f"  {f['path']}:{f['line']}: [{f['rule']}] {f['message'][:160]}"
+                            for f in report["findings"])
+        fail(f"{name}: fabricize reported {found or 'nothing'}, the manifest expects {wanted or 'nothing'}:\n{details}")
+    unexpected = sorted(set(errors) - set(expect.get("errors", [])))
+    if unexpected:
+        fail(f"{name}: error-level findings {unexpected}: training code left without the Fabric")
+
+
+def compare_metrics(name, one_lines, two_lines):
+    """The last line of each shape: same numbers on 2 ranks as on 1, within tolerance."""
+    def last_by_shape(lines):
+        last = {}
+        for line in lines:
+            shape, numbers = shape_and_numbers(line)
+            last[shape] = (line, numbers)
+        return last
+    one, two = last_by_shape(one_lines), last_by_shape(two_lines)
+    worst = 0.0
+    for shape, (line2, numbers2) in two.items():
+        if shape not in one:
+            continue
+        line1, numbers1 = one[shape]
+        for a, b in zip(numbers1, numbers2):
+            if not math.isclose(a, b, rel_tol=METRIC_RTOL, abs_tol=METRIC_ATOL):
+                fail(f"{name}: 2 ranks print {b} where 1 process prints {a} (tolerance {METRIC_RTOL:.0%} or "
+                     f"{METRIC_ATOL}): a metric that lost its meaning?\n  1 process: {line1}\n  2 ranks:   {line2}")
+            worst = max(worst, abs(a - b) / max(abs(a), 1e-12))
+    return worst
+
+
 def run_program(args):
     with open(os.path.join(args.work, "programs.json")) as f:
         programs = json.load(f)
     name = args.program[0]
     binaries = programs[name]
+    expect = {}
+    if args.manifest:
+        with open(args.manifest) as f:
+            expect = json.load(f).get(name, {})
+    check_findings(args, name, expect)
     runs = os.path.join(args.work, "runs", name)
     shutil.rmtree(runs, ignore_errors=True)
     cpu = {"LT_ACCELERATOR": "cpu"}
+    if args.sync_check:
+        cpu["FABRIC_CHECK_SYNC"] = "1"
+    loss_word = expect.get("loss_word", args.loss_word)
 
-    argv = args.args
+    argv = expect.get("args", args.args)
     original, t_orig = execute(binaries["original"], os.path.join(runs, "original"), {},
                                args.timeout, argv)
     if original.returncode != 0:
@@ -278,6 +378,8 @@ def run_program(args):
                          {**cpu, "LT_DEVICES": "1"}, args.timeout, argv)
     if one.returncode != 0:
         fail(f"{name}: the migrated program on 1 process exited {one.returncode}")
+    if args.sync_check:
+        sync_steps(one.stderr, name, "1 process")
 
     # 1 process trains exactly like the original.
     expected = original.stdout.strip().splitlines()
@@ -298,11 +400,26 @@ def run_program(args):
         fail(f"{name}: files written differ: original {saved}, migrated "
              f"{sorted(os.listdir(os.path.join(runs, 'one')))}")
 
-    # 2 processes: both finish, rank 0 alone prints, the loss falls.
+    # 2 processes: both finish (or, where the program leaves its loop on a
+    # per-rank value, the job ends promptly and says why), rank 0 alone
+    # prints, the loss falls, the metrics keep their meaning.
     two, t_two = execute(binaries["fabric"], os.path.join(runs, "two"),
                          {**cpu, "LT_DEVICES": "2"}, args.timeout, argv)
+    if expect.get("two_ranks") == "diverge" and two.returncode != 0:
+        if t_two > DIVERGE_LIMIT_S:
+            fail(f"{name}: the diverging ranks took {t_two:.0f} s to end the job (limit {DIVERGE_LIMIT_S} s)")
+        if not re.search(r"rank \d.*rank \d", two.stderr, re.S) or "step" not in two.stderr:
+            fail(f"{name}: the job ended (exit {two.returncode}) without naming the ranks and their steps:\n"
+                 f"{two.stderr[-2000:]}")
+        print(f"E2E OK {name}: original {t_orig:.1f} s, 1 process {t_one:.1f} s (max rel diff {worst:.2e}); "
+              f"2 processes diverged as the manifest allows and the job ended in {t_two:.1f} s, saying so", flush=True)
+        return
     if two.returncode != 0:
         fail(f"{name}: the migrated program on 2 processes exited {two.returncode}")
+    if args.sync_check:
+        steps, ranks = sync_steps(two.stderr, name, "2 processes")
+        if steps == 0 or ranks != 2:
+            fail(f"{name}: the sync check compared {steps} steps on {ranks} ranks: nothing was trained in sync")
     lines = two.stdout.strip().splitlines()
     if not lines:
         fail(f"{name}: 2 processes printed nothing")
@@ -313,19 +430,23 @@ def run_program(args):
     unknown = [s for s in shapes if s not in {shape_and_numbers(e)[0] for e in expected}]
     if unknown:
         fail(f"{name}: 2 processes printed lines the original never prints: {unknown}")
-    curve = losses(lines, args.loss_word)
-    if len(losses(expected, args.loss_word)) >= 2 and len(curve) < 2:
+    curve = losses(lines, loss_word)
+    if len(losses(expected, loss_word)) >= 2 and len(curve) < 2:
         fail(f"{name}: 2 processes printed {len(curve)} loss values: too few to tell whether the loss "
              f"falls (give the program more epochs with --args)")
     if len(curve) >= 2 and not curve[-1] < curve[0]:
         fail(f"{name}: the loss did not fall on 2 processes: {curve}")
+    metric_diff = None
+    if args.sync_check and expect.get("compare", True):
+        metric_diff = compare_metrics(name, got, lines)
     if sorted(os.listdir(os.path.join(runs, "two"))) != saved:
         fail(f"{name}: 2 processes wrote {sorted(os.listdir(os.path.join(runs, 'two')))}, expected {saved}")
     leftovers = [f for f in os.listdir(os.path.join(runs, "two")) if "tmp" in f]
     if leftovers:
         fail(f"{name}: temporary files left behind: {leftovers}")
     # Logs: rank 0 alone writes them, so one header and whole rows only, and
-    # about half the original's rows (each rank trains on half the data).
+    # no more rows than the original (per-step logs: about half of them, as
+    # each rank trains on half the data; per-epoch logs: as many).
     for log in [f for f in saved if f.endswith(".csv")]:
         with open(os.path.join(runs, "original", log)) as f:
             whole = f.read().splitlines()
@@ -337,12 +458,14 @@ def run_program(args):
         torn = [row for row in shared if row.count(",") != columns]
         if torn:
             fail(f"{name}: {log} on 2 processes has rows from several writers: {torn[:3]}")
-        rows, expected_rows = len(shared) - 1, (len(whole) - 1 + 1) // 2
-        if not expected_rows - 3 <= rows <= expected_rows + 3:
-            fail(f"{name}: {log} on 2 processes has {rows} rows; rank 0 alone writes about {expected_rows}")
+        rows, original_rows = len(shared) - 1, len(whole) - 1
+        if not (original_rows + 1) // 2 - 3 <= rows <= original_rows:
+            fail(f"{name}: {log} on 2 processes has {rows} rows, the original {original_rows}: rank 0 alone "
+                 f"writes between half of them and all")
 
+    metrics = f", metrics within {metric_diff:.1%} of 1 process" if metric_diff is not None else ""
     print(f"E2E OK {name}: original {t_orig:.1f} s, 1 process {t_one:.1f} s (max rel diff {worst:.2e}), "
-          f"2 processes {t_two:.1f} s, losses {curve[:1]} -> {curve[-1:]}", flush=True)
+          f"2 processes {t_two:.1f} s, losses {curve[:1]} -> {curve[-1:]}{metrics}", flush=True)
 
 
 def main():
@@ -360,6 +483,9 @@ def main():
     r.add_argument("--timeout", type=int, default=600)
     r.add_argument("--args", nargs="*", default=[], help="arguments for every run of the program")
     r.add_argument("--loss-word", default="loss", help="the word before the value that must fall")
+    r.add_argument("--manifest", help="JSON: what each program's migration reports and how 2 ranks end")
+    r.add_argument("--sync-check", action="store_true",
+                   help="FABRIC_CHECK_SYNC=1: ranks in sync after every step; metrics as with 1 process")
     args = parser.parse_args()
     if args.command == "prepare":
         prepare(args)
