@@ -130,7 +130,9 @@ def prepare_project(args, name, source_dir):
     if problem:
         return None, problem
     migrated = os.path.join(base, "migrated")
-    result = run([args.fabricize, "--all", "-p", os.path.join(base, "original-build"), "--root", original,
+    # Exactly as the README says: -p gives the project root (the CMake source
+    # directory), no --root.
+    result = run([args.fabricize, "--all", "-p", os.path.join(base, "original-build"),
                   "-o", migrated, "--report", os.path.join(args.work, f"{name}.report.json")],
                  capture_output=True, text=True)
     sys.stdout.write(result.stdout + result.stderr)
@@ -141,8 +143,8 @@ def prepare_project(args, name, source_dir):
     if problem:
         return None, problem
     # Idempotence: the migrated project, through its own compile commands.
-    again = run([args.fabricize, "--all", "-p", os.path.join(base, "migrated-build"), "--root", migrated,
-                 "--diff", "--quiet"], capture_output=True, text=True)
+    again = run([args.fabricize, "--all", "-p", os.path.join(base, "migrated-build"), "--diff", "--quiet"],
+                capture_output=True, text=True)
     if again.returncode not in (0, 1) or again.stdout.strip():
         return None, (f"{name}: migrating the migrated project changed it (not idempotent), exit "
                       f"{again.returncode}:\n{again.stdout[:4000]}{again.stderr[-2000:]}")
