@@ -328,8 +328,10 @@ int main(int argc, const char** argv) {
   std::vector<std::string> buildFiles, configureFiles;
   if (build.configureInputsKnown) {
     for (const std::string& path : build.configureInputs) {
-      if (!isUnderOrEqual(path, root) || generated(path) || isUnderOrEqual(path, build.buildDir) ||
-          !llvm::sys::fs::is_regular_file(path))
+      // CMake's own files (CMakeCache.txt, CMakeFiles/) are the build's,
+      // even in an in-source build.
+      if (!isUnderOrEqual(path, root) || generated(path) || path == build.buildDir + "/CMakeCache.txt" ||
+          isUnderOrEqual(path, build.buildDir + "/CMakeFiles") || !llvm::sys::fs::is_regular_file(path))
         continue;
       (isCMakeScript(path) ? buildFiles : configureFiles).push_back(path);
     }

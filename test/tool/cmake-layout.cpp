@@ -49,3 +49,21 @@
 // OVERRIDE: ./main.cpp
 // OVERRIDE-NEXT: ./trainer.cpp
 // OVERRIDE-NOT: {{.}}
+//
+// An in-source build (the build directory is the project): CMake's own files
+// are still not the project's; the header the build wrote beside the sources
+// is read by them and comes along.
+// RUN: cp -r %S/Inputs/cmake-layout %t/insource
+// RUN: cmake -S %t/insource -B %t/insource -G Ninja -DCMAKE_EXPORT_COMPILE_COMMANDS=ON -DCMAKE_PREFIX_PATH=%S/Inputs/cmake-packages > %t/insource-configure.log
+// RUN: %fabricize --all -p %t/insource -o %t/out-insource --quiet
+// RUN: cd %t/out-insource && find . -type f | sort | FileCheck %s --check-prefix=INSOURCE
+// INSOURCE: ./CMakeLists.txt
+// INSOURCE-NEXT: ./cmake/Standard.cmake
+// INSOURCE-NEXT: ./config.h
+// INSOURCE-NEXT: ./config.h.in
+// INSOURCE-NEXT: ./include/trainer.h
+// INSOURCE-NEXT: ./include/util.h
+// INSOURCE-NEXT: ./src/main.cpp
+// INSOURCE-NEXT: ./src/trainer.cpp
+// INSOURCE-NOT: {{.}}
+// RUN: diff %t/out/CMakeLists.txt %t/out-insource/CMakeLists.txt
