@@ -235,6 +235,11 @@ std::vector<std::string> pchFlagsFor(const clang::tooling::CompileCommand& comma
       if (!project.empty() && isUnder(dir, project)) return true;
     return false;
   };
+  // Folders the engine adds to every command anyway (the runtime's headers,
+  // which a migrated project also names): already in the key, once.
+  std::set<std::string> engineFolders;
+  for (size_t i = 0; i + 1 < options.extraArguments.size(); ++i)
+    if (options.extraArguments[i] == "-isystem") engineFolders.insert(absoluteFolder(options.extraArguments[i + 1], "/"));
   std::vector<std::string> flags;
   for (size_t i = 1; i < args.size(); ++i) {  // [0] is the compiler
     llvm::StringRef arg = args[i];
@@ -255,7 +260,7 @@ std::vector<std::string> pchFlagsFor(const clang::tooling::CompileCommand& comma
       // the project are where LibTorch may be found.
       if (flag == "-iquote") break;
       std::string absolute = absoluteFolder(dir, command.Directory);
-      if ((flag == "-I" || flag == "-F") && isProjects(absolute)) break;
+      if (((flag == "-I" || flag == "-F") && isProjects(absolute)) || engineFolders.count(absolute)) break;
       flags.push_back(flag.str());
       flags.push_back(absolute);
       break;

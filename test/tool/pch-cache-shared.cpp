@@ -29,6 +29,10 @@
 // a LibTorch found elsewhere.
 // RUN: %fabricize --pch-cache %t/cache --root %t/a --stdout %t/a/src/train.cpp -- -std=c++17 -I%t/a/include -isystem %S/../stubs > /dev/null
 // RUN: ls %t/cache/*.pch | wc -l | FileCheck %s --check-prefix=ONE
+// A migrated project names the runtime's headers, which fabricize adds to
+// every command anyway: the same PCH.
+// RUN: %fabricize --pch-cache %t/cache --root %t/a --stdout %t/a/src/train.cpp -- -std=c++17 -I%t/a/include -isystem %S/../stubs -isystem %S/../../runtime/include > /dev/null
+// RUN: ls %t/cache/*.pch | wc -l | FileCheck %s --check-prefix=ONE
 // RUN: %fabricize --pch-cache %t/cache --root %t/a --stdout %t/a/src/train.cpp -- -std=c++17 -I%t/a/include -isystem %S/../stubs -DNDEBUG > /dev/null
 // RUN: %fabricize --pch-cache %t/cache --root %t/a --stdout %t/a/src/train.cpp -- -std=c++20 -I%t/a/include -isystem %S/../stubs > /dev/null
 // RUN: mkdir -p %t/elsewhere && cp -r %S/../stubs %t/elsewhere/
