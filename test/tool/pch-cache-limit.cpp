@@ -51,6 +51,10 @@
 // BAD-SIZE: error: --pch-cache-size takes the PCH cache's size limit in MiB (a whole number, 0 keeps only what a run uses), got '2G'
 // RUN: env FABRICIZE_PCH_CACHE_MB=lots not %fabricize --pch-cache %t/cache --stdout %s -- %flags 2>&1 | FileCheck %s --check-prefix=BAD-ENV
 // BAD-ENV: error: FABRICIZE_PCH_CACHE_MB takes the PCH cache's size limit in MiB
+// The default is stated where the options are.
+// RUN: %fabricize --help | FileCheck %s --check-prefix=HELP
+// RUN: %lint --help | FileCheck %s --check-prefix=HELP
+// HELP: --pch-cache-size{{.*}}$FABRICIZE_PCH_CACHE_MB, else 2048
 //
 // Temporary files: an interrupted build's (ours and Clang's, an hour old)
 // are removed; a fresh one may be a build in progress and stays; an old one
