@@ -16,6 +16,11 @@
 // OMP: fabric.launch();
 // OMP: #pragma omp parallel for
 // OMP: fabric.backward(loss);
+// omp.h itself is Clang's (libomp-19-dev, which scripts/setup.sh installs):
+// GCC's does not parse with Clang, so the project parses without the query
+// too, and with it Clang's omp.h still wins over GCC's.
+// RUN: %fabricize -p %t/project/omp-build --all --diff --quiet --no-query-driver > %t/omp-off.diff; test $? -le 1
+// RUN: FileCheck %s --input-file=%t/omp-off.diff --check-prefix=OMP-DIFF
 //
 // A header only GCC has: found in GCC's folder, migrated; the same through
 // the lint, which shares the compile commands.
