@@ -40,6 +40,13 @@
 // RUN: cmake -S %t/out -B %t/out-build -G Ninja -DCMAKE_PREFIX_PATH=%S/Inputs/cmake-packages > %t/out-configure.log
 // RUN: cmake --build %t/out-build > %t/out-build.log
 //
+// The lint takes the same root from -p: the project's headers in include/
+// are reported too, not only src/.
+// RUN: cd %t && %lint -p build > %t/lint.txt; test $? -eq 1
+// RUN: FileCheck %s --input-file=%t/lint.txt --check-prefix=LINT
+// LINT: project/include/trainer.h:{{[0-9]+}}:{{[0-9]+}}: warning: {{.*}}[fabric-thread-fabric]
+// LINT: project/src/trainer.cpp:{{[0-9]+}}:{{[0-9]+}}: warning: {{.*}}[fabric-backward]
+//
 // The inputs are as they were.
 // RUN: diff -r %S/Inputs/cmake-layout %t/project
 //
