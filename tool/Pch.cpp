@@ -97,7 +97,7 @@ std::string keyOf(const std::vector<std::string>& flags, const PchOptions& optio
 // --- the cache's bookkeeping --------------------------------------------------
 
 std::mutex cacheLock;
-std::set<std::string> usedThisRun;  // never evicted by this process
+std::set<std::string> usedThisRun;  // file names never evicted by this process
 bool sweptOnce = false;
 
 // Whether a build holds `tempPath` (it keeps an exclusive flock on it while
@@ -165,7 +165,7 @@ void trimCache(const PchOptions& options) {
   std::sort(pchs.begin(), pchs.end(), [](const Entry& a, const Entry& b) { return a.modified < b.modified; });
   std::set<std::string> present;
   for (const Entry& pch : pchs) {
-    if (total <= options.cacheLimitBytes || usedThisRun.count(pch.path)) {
+    if (total <= options.cacheLimitBytes || usedThisRun.count(llvm::sys::path::filename(pch.path).str())) {
       present.insert(llvm::sys::path::stem(pch.path).str());
       continue;
     }
@@ -191,7 +191,7 @@ void trimCache(const PchOptions& options) {
 }
 
 void markUsed(const std::string& pch, bool touch) {
-  usedThisRun.insert(pch);
+  usedThisRun.insert(llvm::sys::path::filename(pch).str());
   // The modification time is the cache's "last used": no PCH check reads it.
   if (touch) ::utimensat(AT_FDCWD, pch.c_str(), nullptr, 0);
 }

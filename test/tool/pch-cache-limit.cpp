@@ -36,8 +36,9 @@
 // RUN: diff %t/first.cpp %t/second.cpp
 //
 // A limit of 0 (here from the environment) keeps only what the run uses:
-// its PCH stays, and it still parses with it.
-// RUN: env FABRICIZE_PCH_CACHE_MB=0 %fabricize --pch-cache %t/cache --verbose --stdout %s -- %flags > %t/third.cpp 2> %t/third.err
+// its PCH stays, and it still parses with it (the folder spelt with a
+// trailing slash, as a user may).
+// RUN: env FABRICIZE_PCH_CACHE_MB=0 %fabricize --pch-cache %t/cache/ --verbose --stdout %s -- %flags > %t/third.cpp 2> %t/third.err
 // RUN: ls %t/cache/*.pch | wc -l | FileCheck %s --check-prefix=ONLY-OURS
 // ONLY-OURS: {{^}}1{{$}}
 // RUN: cmp %t/ours.pch %t/cache/torch-*.pch
