@@ -15,6 +15,7 @@ PACKAGES=(
   llvm-19-dev libclang-19-dev clang-19 llvm-19-tools  # the tool, lit, FileCheck
   clang-tidy-19                                       # loads the clang-tidy plugin (build/lib/libfabric_tidy.so)
   libclang-rt-19-dev                                  # libFuzzer and the sanitizer runtimes for clang-19 (test/fuzz)
+  libomp-19-dev                                       # Clang's omp.h: GCC's does not parse with Clang (-fopenmp projects)
   libtorch-dev libgloo-dev                            # LibTorch 1.13 with c10d; c10d's Gloo headers
   libopenblas0-pthread                                # several times faster CPU training than reference BLAS
   nlohmann-json3-dev libfmt-dev libgtest-dev

@@ -110,53 +110,74 @@ bool linksLibTorch(llvm::StringRef argument) {
 
 }  // namespace
 
-BuildFileMigration migrateCMakeLists(const std::string& text) {
-  BuildFileMigration out;
-  std::vector<Command> commands = commandsOf(text);
-  auto argumentOf = [&](const Command& c, size_t index) {
+std::vector<BuildFileMigration> migrateCMakeProject(const std::vector<std::string>& texts) {
+  std::vector<BuildFileMigration> out(texts.size());
+  std::vector<std::vector<Command>> parsed;
+  for (const std::string& text : texts) parsed.push_back(commandsOf(text));
+  auto argumentOf = [&](size_t f, const Command& c, size_t index) {
     auto [b, e] = c.arguments[index];
-    return llvm::StringRef(text).slice(b, e);
+    return llvm::StringRef(texts[f]).slice(b, e);
   };
-  const Command* findTorch = nullptr;
-  for (const Command& c : commands) {
-    if (c.name != "find_package" || c.arguments.empty()) continue;
-    if (argumentOf(c, 0) == "Fabric") return out;  // migrated already
-    if (argumentOf(c, 0) == "Torch" && !findTorch) findTorch = &c;
-  }
-  if (!findTorch) {
-    out.notes.push_back({1, "this CMakeLists.txt does not find_package(Torch): add "
-                            "find_package(Fabric CONFIG REQUIRED) and link Fabric::fabric to the "
-                            "training target by hand"});
-    return out;
-  }
-  // The next line after find_package(Torch ...), indented like it.
-  size_t lineStart = text.rfind('\n', findTorch->begin);
-  lineStart = lineStart == std::string::npos ? 0 : lineStart + 1;
-  std::string indent = text.substr(lineStart, findTorch->begin - lineStart);
-  size_t lineEnd = text.find('\n', findTorch->close);
-  std::string line = indent + "find_package(Fabric CONFIG REQUIRED)";
-  if (lineEnd == std::string::npos)
-    out.edits.push_back(insertion(text, text.size(), "\n" + line + "\n",
-                                  "the Fabric runtime's CMake package (it brings LibTorch and c10d)"));
-  else
-    out.edits.push_back(insertion(text, lineEnd + 1, line + "\n",
-                                  "the Fabric runtime's CMake package (it brings LibTorch and c10d)"));
-
+  // find_package(Fabric) after every find_package(Torch) whose file does not
+  // find Fabric already: imported targets are scoped to the directory that
+  // finds them, so Fabric::fabric must be found wherever Torch is.
+  const Command* firstTorch = nullptr;
+  size_t firstTorchFile = 0;
   bool linked = false;
-  for (const Command& c : commands) {
-    if (c.name != "target_link_libraries") continue;
-    for (size_t a = 1; a < c.arguments.size(); ++a) {
-      if (!linksLibTorch(argumentOf(c, a))) continue;
-      out.edits.push_back(insertion(text, c.arguments[a].second, " Fabric::fabric",
-                                    "link the Fabric runtime wherever LibTorch is linked"));
-      linked = true;
-      break;
+  for (size_t f = 0; f < texts.size(); ++f) {
+    const std::string& text = texts[f];
+    bool findsFabric = false;
+    for (const Command& c : parsed[f])
+      if (c.name == "find_package" && !c.arguments.empty() && argumentOf(f, c, 0) == "Fabric") findsFabric = true;
+    for (const Command& c : parsed[f]) {
+      if (c.name != "find_package" || c.arguments.empty() || argumentOf(f, c, 0) != "Torch") continue;
+      if (!firstTorch) {
+        firstTorch = &c;
+        firstTorchFile = f;
+      }
+      if (findsFabric) continue;
+      findsFabric = true;  // once per file
+      // The next line after find_package(Torch ...), indented like it.
+      size_t lineStart = text.rfind('\n', c.begin);
+      lineStart = lineStart == std::string::npos ? 0 : lineStart + 1;
+      std::string indent = text.substr(lineStart, c.begin - lineStart);
+      size_t lineEnd = text.find('\n', c.close);
+      std::string line = indent + "find_package(Fabric CONFIG REQUIRED)";
+      const char* why = "the Fabric runtime's CMake package (it brings LibTorch and c10d)";
+      if (lineEnd == std::string::npos)
+        out[f].edits.push_back(insertion(text, text.size(), "\n" + line + "\n", why));
+      else
+        out[f].edits.push_back(insertion(text, lineEnd + 1, line + "\n", why));
+    }
+    // Fabric::fabric next to LibTorch in every target_link_libraries, with
+    // LibTorch's visibility, so what links a library that links LibTorch
+    // PUBLIC gets the runtime the same way.
+    for (const Command& c : parsed[f]) {
+      if (c.name != "target_link_libraries") continue;
+      bool hasFabric = false;
+      for (size_t a = 1; a < c.arguments.size(); ++a) hasFabric = hasFabric || argumentOf(f, c, a) == "Fabric::fabric";
+      for (size_t a = 1; a < c.arguments.size(); ++a) {
+        if (!linksLibTorch(argumentOf(f, c, a))) continue;
+        linked = true;
+        if (hasFabric) break;
+        out[f].edits.push_back(insertion(text, c.arguments[a].second, " Fabric::fabric",
+                                         "link the Fabric runtime wherever LibTorch is linked"));
+        break;
+      }
     }
   }
+  if (!firstTorch) {
+    if (texts.empty()) return out;
+    out[0].notes.push_back({1, "no CMake file of this project does find_package(Torch): add "
+                                 "find_package(Fabric CONFIG REQUIRED) and link Fabric::fabric to the "
+                                 "training target by hand"});
+    return out;
+  }
   if (!linked)
-    out.notes.push_back({lineAt(text, findTorch->begin),
-                         "no target_link_libraries here links ${TORCH_LIBRARIES}: link "
-                         "Fabric::fabric to the training target by hand"});
+    out[firstTorchFile].notes.push_back(
+        {lineAt(texts[firstTorchFile], firstTorch->begin),
+         "no target_link_libraries of this project links ${TORCH_LIBRARIES}: link Fabric::fabric to the "
+         "training target by hand"});
   return out;
 }
 

@@ -23,12 +23,15 @@ struct BuildFileMigration {
   std::vector<Note> notes;
 };
 
-// Edits for one CMakeLists.txt: `find_package(Fabric CONFIG REQUIRED)` on the
-// line after `find_package(Torch ...)`, and `Fabric::fabric` after
-// `${TORCH_LIBRARIES}` (or `torch`) in each target_link_libraries. A file that
-// already finds Fabric gets nothing (migrating twice changes nothing); one
-// that finds Torch but links it nowhere, or does not find Torch, gets a note.
-BuildFileMigration migrateCMakeLists(const std::string& text);
+// Edits for all the CMake files of one project at once (texts[0] is the
+// top-level CMakeLists.txt; the result is parallel to `texts`):
+// `find_package(Fabric CONFIG REQUIRED)` on the line after each
+// `find_package(Torch ...)` of a file that does not find Fabric, and
+// `Fabric::fabric` after `${TORCH_LIBRARIES}` (or `torch`) in each
+// target_link_libraries that does not link it already, whichever file of an
+// add_subdirectory tree they are in. Migrating twice changes nothing. A
+// project that finds Torch nowhere, or links it nowhere, gets a note.
+std::vector<BuildFileMigration> migrateCMakeProject(const std::vector<std::string>& texts);
 
 // The CMakeLists.txt files that build `sources`: in each source's directory
 // and every directory above it up to `root`. Build trees (a CMakeCache.txt

@@ -15,6 +15,7 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/VirtualFileSystem.h"
+#include "llvm/Support/raw_ostream.h"
 
 #include <atomic>
 #include <tuple>
@@ -435,6 +436,9 @@ SourceResult runOne(const std::vector<Rule>& catalogue, const tooling::Compilati
       } factory(finder, failed, options.projectRoot, perSource.projectFiles);
       if (tool.run(&factory) != 0) failed = true;  // e.g. a compile command that cannot run
       if (!failed) break;
+      if (usePch && options.pch.verbose)
+        llvm::errs() << "fabricize: " << source << ": the PCH " << *pch << " was not accepted"
+                     << (quiet.stalePch ? " (stale)" : "") << "; trying again\n";
     }
     if (failed) {
       SourceResult broken;

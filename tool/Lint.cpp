@@ -5,6 +5,7 @@
 #include "Lint.h"
 
 #include "Output.h"
+#include "Project.h"
 #include "Rule.h"
 
 #include "llvm/Support/FileSystem.h"
@@ -135,17 +136,6 @@ bool collectSources(const std::string& path, std::vector<std::string>& out, std:
   return true;
 }
 
-std::string commonDirectory(const std::vector<std::string>& files) {
-  std::string common = llvm::sys::path::parent_path(files.front()).str();
-  auto under = [](const std::string& p, const std::string& root) {
-    return p == root || (p.size() > root.size() && p.compare(0, root.size(), root) == 0 && p[root.size()] == '/');
-  };
-  for (const std::string& f : files)
-    while (!under(llvm::sys::path::parent_path(f).str(), common))
-      common = llvm::sys::path::parent_path(common).str();
-  return common;
-}
-
 const char* kUsage =
     "usage: fabricize lint <files or directories...> [options] [-- <compiler flags>]\n"
     "  -p <dir>             build directory holding compile_commands.json (no paths: lint all it lists)\n"
@@ -154,9 +144,16 @@ const char* kUsage =
     "  --select <ids>       only these rules (comma list of ids or prefixes)\n"
     "  --ignore <ids>       not these rules (comma list of ids or prefixes)\n"
     "  --fix                apply the fix-its of the reported findings in place\n"
-    "  --root <dir>         project root (default: the inputs' common directory)\n"
+    "  --root <dir>         project root (default: with -p, the CMake source directory its\n"
+    "                       CMakeCache.txt names, else the database's common folder; else the\n"
+    "                       inputs' common directory)\n"
     "  --verbose            say which files were skipped or analysed\n"
     "  --no-pch             parse without the cached precompiled LibTorch header\n"
+    "  --pch-cache-size <MiB>  PCH cache limit (default: $FABRICIZE_PCH_CACHE_MB, else 2048)\n"
+    "                       past it the least recently used PCHs are evicted\n"
+    "  --query-driver <globs>  compilers outside /usr/bin, /bin, /usr/local/bin, /usr/lib/ccache\n"
+    "                       that may be run to ask for their include folders (comma list of globs)\n"
+    "  --no-query-driver    never run a compile command's compiler\n"
     "  -j N                 translation units analysed at once (default: the machine's cores)\n"
     "Exit: 0 clean, 1 findings, 2 something could not be analysed.\n";
 
@@ -248,22 +245,39 @@ bool mayMatchAnyRule(const std::string& text) {
 
 std::unique_ptr<clang::tooling::CompilationDatabase> explicitDatabase(
     bool sawDashDash, const std::vector<std::string>& flags, const std::string& buildPath,
-    std::string& error) {
+    const DriverQueryOptions& query, std::string& error) {
   error.clear();
   if (sawDashDash) return std::make_unique<clang::tooling::FixedCompilationDatabase>(".", flags);
   if (buildPath.empty()) return nullptr;
   std::string why;
   auto database = clang::tooling::CompilationDatabase::loadFromDirectory(buildPath, why);
   if (!database) error = "cannot read compile_commands.json in " + buildPath + ": " + why;
-  return database;
+  return withDriverIncludes(std::move(database), query);
 }
 
-std::unique_ptr<clang::tooling::CompilationDatabase> databaseFor(const std::string& file) {
+std::unique_ptr<clang::tooling::CompilationDatabase> databaseFor(const std::string& file,
+                                                                 const DriverQueryOptions& query) {
   std::string error;
   std::vector<std::string> defaults = {FABRIC_DEFAULT_COMPILE_FLAGS};
   return std::make_unique<DetectedOrDefaultDatabase>(
-      clang::tooling::CompilationDatabase::autoDetectFromSource(file, error),
+      withDriverIncludes(clang::tooling::CompilationDatabase::autoDetectFromSource(file, error), query),
       std::make_unique<clang::tooling::FixedCompilationDatabase>(".", defaults));
+}
+
+DriverQueryOptions defaultDriverQuery() {
+  DriverQueryOptions query;
+  query.resourceDir = FABRIC_CLANG_RESOURCE_DIR;
+  return query;
+}
+
+void reportUnparsed(llvm::raw_ostream& os, const std::string& prefix, const std::string& shownPath,
+                    const std::string& path, const clang::tooling::CompilationDatabase& database,
+                    const std::string& consequence) {
+  os << prefix << "error: " << shownPath << ": does not compile (see the errors above); " << consequence << "\n";
+  std::vector<clang::tooling::CompileCommand> commands = database.getCompileCommands(path);
+  if (commands.empty()) return;
+  std::string hint = driverIncludesHint(commands.front());
+  if (!hint.empty()) os << prefix << "note: " << hint << "\n";
 }
 
 EngineOptions engineOptionsFor(const std::string& projectRoot, const char* argv0, bool usePch) {
@@ -282,6 +296,11 @@ EngineOptions engineOptionsFor(const std::string& projectRoot, const char* argv0
     options.pch.cacheDir = defaultPchCacheDir();
     options.pch.extraArguments = options.extraArguments;
     options.pch.resourceDir = options.resourceDir;
+    options.pch.projectDirs = {projectRoot};
+    uint64_t mib = kDefaultPchCacheMiB;
+    std::string error;  // a bad $FABRICIZE_PCH_CACHE_MB: the front ends report it before this
+    if (!pchCacheLimitMiB("", mib, error)) mib = kDefaultPchCacheMiB;
+    options.pch.cacheLimitBytes = mib << 20;
   }
   return options;
 }
@@ -291,8 +310,9 @@ EngineOptions engineOptionsFor(const std::string& projectRoot, const char* argv0
 
 int runLint(int argc, const char** argv) {
   std::vector<std::string> paths, compilerFlags, cliSelect, cliIgnore;
-  std::string buildPath, format = "text", outputFile, root, jobs;
+  std::string buildPath, format = "text", outputFile, root, jobs, pchCacheSize, queryDriver;
   bool fix = false, verbose = false, usePch = true, sawDashDash = false, sawSelect = false, sawIgnore = false;
+  DriverQueryOptions query = defaultDriverQuery();
   auto fail = [](const std::string& message) {
     llvm::errs() << "fabricize lint: error: " << message << "\n";
     return kError;
@@ -328,8 +348,12 @@ int runLint(int argc, const char** argv) {
     } else if (arg == "--fix") fix = true;
     else if (arg == "--verbose" || arg == "-v") verbose = true;
     else if (arg == "--no-pch") usePch = false;
+    else if (arg == "--no-query-driver") query.enabled = false;
     else if (value("-p", buildPath) || value("--format", format) || value("--output-file", outputFile) ||
-             value("--root", root) || value("-j", jobs)) {
+             value("--root", root) || value("-j", jobs) || value("--pch-cache-size", pchCacheSize)) {
+    } else if (value("--query-driver", queryDriver)) {
+      std::string problem;
+      if (!parseQueryDriverGlobs(queryDriver, query.globs, problem)) return fail(problem);
     } else if (value("--select", v)) {
       sawSelect = true;
       for (auto& s : splitList(v)) cliSelect.push_back(s);
@@ -356,10 +380,13 @@ int runLint(int argc, const char** argv) {
   }
   if (format != "text" && format != "json" && format != "sarif" && format != "github")
     return fail("unknown --format '" + format + "' (text, json, sarif, github)");
-
+  uint64_t pchCacheMiB = kDefaultPchCacheMiB;
   std::string error;
+  if (!pchCacheLimitMiB(pchCacheSize, pchCacheMiB, error)) return fail(error);
+  query.verbose = verbose;
+
   std::unique_ptr<clang::tooling::CompilationDatabase> database =
-      explicitDatabase(sawDashDash, compilerFlags, buildPath, error);
+      explicitDatabase(sawDashDash, compilerFlags, buildPath, query, error);
   if (!error.empty()) return fail(error);
 
   std::vector<std::string> files;
@@ -375,7 +402,7 @@ int runLint(int argc, const char** argv) {
   }
   std::sort(files.begin(), files.end());
   files.erase(std::unique(files.begin(), files.end()), files.end());
-  if (!database) database = databaseFor(files.front());
+  if (!database) database = databaseFor(files.front(), query);
 
   // Fast path: a file naming nothing the rules look for cannot match.
   std::vector<std::string> toAnalyse, notInDatabase;
@@ -394,18 +421,28 @@ int runLint(int argc, const char** argv) {
   if (verbose)
     for (const std::string& f : toAnalyse) llvm::errs() << "fabricize lint: " << displayPath(f) << ": analysing\n";
 
+  // The root: given, else the build's project (widened to the files linted),
+  // else the files' common folder.
   std::string projectRoot = root.empty() ? commonDirectory(files) : absolutePath(root);
+  BuildTree build;
+  if (root.empty() && !buildPath.empty() && !sawDashDash) {
+    build = readBuildTree(buildPath);
+    std::string buildRoot = projectRootOf(build, *database);
+    projectRoot = commonFolder({buildRoot, projectRoot});
+  }
   EngineResult result;
   if (!toAnalyse.empty()) {
     EngineOptions options = engineOptionsFor(projectRoot, argv[0], usePch);
     options.jobs = workers;
+    options.pch.cacheLimitBytes = pchCacheMiB << 20;
+    if (!build.buildDir.empty()) options.pch.projectDirs.push_back(build.buildDir);
+
     result = runRules(buildCatalogue(FabricOptions{}), *database, toAnalyse, options);
   }
   result.failedSources.insert(result.failedSources.end(), notInDatabase.begin(), notInDatabase.end());
   for (const std::string& f : result.failedSources)
     if (std::find(notInDatabase.begin(), notInDatabase.end(), f) == notInDatabase.end())
-      llvm::errs() << "fabricize lint: error: " << displayPath(f)
-                 << ": does not compile (see the errors above); it was not analysed\n";
+      reportUnparsed(llvm::errs(), "fabricize lint: ", displayPath(f), f, *database, "it was not analysed");
 
   // Filter: selection (command line, else the nearest config file), then comments.
   std::map<std::string, std::string> texts;

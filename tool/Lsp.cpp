@@ -11,6 +11,7 @@
 #include "LspServer.h"
 
 #include "Output.h"
+#include "Project.h"
 #include "Rule.h"
 
 #include "llvm/Support/FileSystem.h"
@@ -18,6 +19,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
+#include <cstring>
 #include <iostream>
 
 namespace fabricize {
@@ -58,7 +60,7 @@ class CopyDatabase : public clang::tooling::CompilationDatabase {
 // The migrate catalogue run on a document's in-memory text.
 class CatalogueAnalyser {
  public:
-  explicit CatalogueAnalyser(const char* argv0) : argv0_(argv0) {}
+  CatalogueAnalyser(const char* argv0, DriverQueryOptions query) : argv0_(argv0), query_(std::move(query)) {}
 
   void operator()(LspDocument& doc) {
     if (doc.path.empty() || !mayMatchAnyRule(doc.text)) return;
@@ -76,8 +78,11 @@ class CatalogueAnalyser {
     std::string copy = tempDir + "/" + llvm::sys::path::filename(doc.path).str();
     std::string problem = writeFileAtomically(copy, doc.text);
     if (problem.empty()) {
-      CopyDatabase database(databaseFor(doc.path), absolutePath(doc.path), copy);
+      CopyDatabase database(databaseFor(doc.path, query_), absolutePath(doc.path), copy);
       EngineOptions options = engineOptionsFor(tempDir, argv0_);
+      // The copy's folder is the root edits are confined to; the PCH ignores
+      // the include folders of the document's real project.
+      options.pch.projectDirs = {projectRootForFile(doc.path)};
       EngineResult result = runRules(catalogue_, database, {copy}, options);
       if (!result.failedSources.empty()) {
         doc.parsed = false;
@@ -100,18 +105,35 @@ class CatalogueAnalyser {
 
  private:
   const char* argv0_;
+  DriverQueryOptions query_;
   std::vector<Rule> catalogue_ = buildCatalogue(FabricOptions{});
 };
 
 }  // namespace
 
 int runLsp(int argc, const char** argv) {
+  DriverQueryOptions query = defaultDriverQuery();
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--help" || arg == "-h") {
-      llvm::outs() << "usage: fabricize lsp\n  A Language Server on stdin/stdout (JSON-RPC, Content-Length framed).\n"
-                      "  Diagnostics and quick fixes from the migrate rules; see docs/lsp.md.\n";
+      llvm::outs() << "usage: fabricize lsp [--query-driver=<globs>] [--no-query-driver]\n"
+                      "  A Language Server on stdin/stdout (JSON-RPC, Content-Length framed).\n"
+                      "  Diagnostics and quick fixes from the migrate rules; see docs/lsp.md.\n"
+                      "  --query-driver: compilers outside the system folders that may be asked for their\n"
+                      "  include folders (as clangd's); --no-query-driver: none is.\n";
       return 0;
+    }
+    if (arg == "--no-query-driver") {
+      query.enabled = false;
+      continue;
+    }
+    if (llvm::StringRef(arg).starts_with("--query-driver=")) {
+      std::string error;
+      if (!parseQueryDriverGlobs(arg.substr(strlen("--query-driver=")), query.globs, error)) {
+        llvm::errs() << "fabricize lsp: error: " << error << "\n";
+        return 2;
+      }
+      continue;
     }
     if (arg != "--stdio") {  // editors commonly pass --stdio
       llvm::errs() << "fabricize lsp: error: unknown option '" << arg << "'\n";
@@ -119,7 +141,7 @@ int runLsp(int argc, const char** argv) {
     }
   }
   std::ios::sync_with_stdio(false);
-  LspServer server(std::cin, std::cout, CatalogueAnalyser(argv[0]));
+  LspServer server(std::cin, std::cout, CatalogueAnalyser(argv[0], query));
   return server.serve();
 }
 

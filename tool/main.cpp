@@ -10,6 +10,8 @@
 #include "Engine.h"
 #include "Lint.h"
 #include "Output.h"
+#include "Project.h"
+#include "QueryDriver.h"
 #include "Rule.h"
 
 #include "clang/Tooling/CompilationDatabase.h"
@@ -44,10 +46,12 @@ cl::opt<bool> addComments("comments",
                           cl::cat(category));
 cl::opt<bool> toStdout("stdout", cl::desc("Print the migrated source of the single input file"),
                        cl::cat(category));
-cl::opt<std::string> buildPath("p", cl::desc("Build directory holding compile_commands.json"),
+cl::opt<std::string> buildPath("p", cl::desc("Build directory holding compile_commands.json; it also gives "
+                                            "the project root (the CMake source directory its "
+                                            "CMakeCache.txt names, else the database's common folder)"),
                                cl::value_desc("dir"), cl::cat(category));
-cl::opt<std::string> projectRoot("root", cl::desc("Project root (default: the inputs' common directory); "
-                                                  "nothing outside it is edited"),
+cl::opt<std::string> projectRoot("root", cl::desc("Project root (default: from -p, else the inputs' common "
+                                                  "directory); nothing outside it is edited or written"),
                                  cl::value_desc("dir"), cl::cat(category));
 cl::opt<std::string> accelerator("accelerator", cl::desc("Accelerator the emitted Fabric asks for"),
                                  cl::init("auto"), cl::cat(category));
@@ -70,6 +74,18 @@ cl::opt<std::string> pchCache("pch-cache",
                                        "$FABRICIZE_CACHE_DIR or ~/.cache/fabricize)"),
                               cl::value_desc("dir"), cl::cat(category));
 cl::opt<bool> noPch("no-pch", cl::desc("Parse without a precompiled LibTorch header"), cl::cat(category));
+cl::opt<std::string> pchCacheSize("pch-cache-size",
+                                  cl::desc("Size limit of the PCH cache in MiB; the least recently used "
+                                           "are evicted (default: $FABRICIZE_PCH_CACHE_MB, else 2048)"),
+                                  cl::value_desc("MiB"), cl::cat(category));
+cl::opt<std::string> queryDriver("query-driver",
+                                 cl::desc("Compilers outside /usr/bin, /bin, /usr/local/bin and "
+                                          "/usr/lib/ccache that may be run to ask for their include "
+                                          "folders, as clangd's option (comma list of globs)"),
+                                 cl::value_desc("globs"), cl::cat(category));
+cl::opt<bool> noQueryDriver("no-query-driver",
+                            cl::desc("Never run a compile command's compiler to ask for its include folders"),
+                            cl::cat(category));
 cl::opt<bool> verbose("verbose", cl::desc("Say what is being done"), cl::cat(category));
 cl::opt<bool> allSources("all", cl::desc("Migrate every source of the compilation database given "
                                          "with -p (headers they include come along)"),
@@ -85,20 +101,6 @@ constexpr int kMigrated = 0, kFindings = 1, kError = 2;
 int fail(const std::string& message) {
   llvm::errs() << "fabricize: error: " << message << "\n";
   return kError;
-}
-
-
-bool isUnderOrEqual(const std::string& path, const std::string& root) {
-  return path == root || (path.size() > root.size() && path.compare(0, root.size(), root) == 0 &&
-                          path[root.size()] == '/');
-}
-
-std::string commonDirectory(const std::vector<std::string>& files) {
-  std::string common = llvm::sys::path::parent_path(files.front()).str();
-  for (const std::string& f : files)
-    while (!isUnderOrEqual(llvm::sys::path::parent_path(f).str(), common))
-      common = llvm::sys::path::parent_path(common).str();
-  return common;
 }
 
 
@@ -238,34 +240,78 @@ int main(int argc, const char** argv) {
   if (toStdout && (allSources || sources.size() != 1)) return fail("--stdout takes exactly one source file");
   if (emitCMake && outputDir.empty()) return fail("--emit-cmake needs -o <dir>");
 
+  uint64_t pchCacheMiB = kDefaultPchCacheMiB;
+  std::string error;
+  if (!pchCacheLimitMiB(pchCacheSize, pchCacheMiB, error)) return fail(error);
+  DriverQueryOptions query = defaultDriverQuery();
+  query.enabled = !noQueryDriver;
+  query.verbose = verbose;
+  if (!queryDriver.empty() && !parseQueryDriverGlobs(queryDriver, query.globs, error)) return fail(error);
+
   // Compile commands: after `--`, from -p, found next to the sources, or
   // LibTorch's defaults.
-  std::string error;
   std::unique_ptr<clang::tooling::CompilationDatabase> database =
-      explicitDatabase(sawDashDash, compilerFlags, buildPath, error);
+      explicitDatabase(sawDashDash, compilerFlags, buildPath, query, error);
   if (!error.empty()) return fail(error);
 
+  // The project: --root, else what the build says (-p), else the inputs'
+  // common folder.
+  BuildTree build;
+  if (!buildPath.empty()) build = readBuildTree(buildPath);
+  std::string root, rootHow;
+  if (!projectRoot.empty()) {
+    root = absolutePath(projectRoot);
+  } else if (!buildPath.empty() && (!sawDashDash || !build.cmakeSourceDir.empty())) {
+    root = projectRootOf(build, *database, &rootHow);
+  }
+  // Sources under the build directory are generated by the build (which
+  // generates them again for the migrated tree), unless it is the project
+  // itself (an in-source build).
+  auto generated = [&](const std::string& path) {
+    return !build.buildDir.empty() && !root.empty() && !isUnderOrEqual(root, build.buildDir) &&
+           isUnderOrEqual(path, build.buildDir);
+  };
+
   std::vector<std::string> files;
+  std::vector<Finding> projectFindings;  // sources the run cannot migrate
+  size_t generatedSources = 0;
   if (allSources) {
     std::set<std::string> listed;
     for (const std::string& f : database->getAllFiles())
       if (llvm::sys::fs::is_regular_file(f)) listed.insert(absolutePath(f));
-    files.assign(listed.begin(), listed.end());
-    if (!projectRoot.empty()) {
-      std::string chosen = absolutePath(projectRoot);
-      files.erase(std::remove_if(files.begin(), files.end(),
-                                 [&](const std::string& f) { return !isUnderOrEqual(f, chosen); }),
-                  files.end());
+    for (const std::string& f : listed) {
+      if (generated(f)) {
+        ++generatedSources;
+      } else if (!isUnderOrEqual(f, root)) {
+        // Written under -o it would land outside the mirror; edited with -i
+        // it would be a file outside the project. Neither: said, and left.
+        projectFindings.push_back(
+            {kProjectRuleId, f, 1, 1,
+             "compile_commands.json lists this source, but it is outside the project root " + root +
+                 (rootHow.empty() ? std::string() : " (" + rootHow + ")") +
+                 ": it was not migrated and nothing was written for it; give --root <a folder holding "
+                 "it and the project> to migrate it with the project, or migrate it on its own"});
+      } else {
+        files.push_back(f);
+      }
     }
-    if (files.empty()) return fail(buildPath + "/compile_commands.json lists no source that exists");
+    if (files.empty())
+      return fail(listed.empty() ? buildPath + "/compile_commands.json lists no source that exists"
+                                 : buildPath + "/compile_commands.json lists no source under the project root " +
+                                       root + ": give --root <the project's folder>");
   }
   for (const std::string& s : sources) {
     if (!llvm::sys::fs::is_regular_file(s)) return fail(s + ": no such file");
     files.push_back(absolutePath(s));
   }
-  std::string root = projectRoot.empty() ? commonDirectory(files) : absolutePath(projectRoot);
+  if (root.empty()) root = commonDirectory(files);
   for (const std::string& f : files)
     if (!isUnderOrEqual(f, root)) return fail(f + " is outside the project root " + root);
+  if (!quiet && !rootHow.empty()) llvm::errs() << "fabricize: project root " << root << " (" << rootHow << ")\n";
+  if (!quiet && generatedSources)
+    llvm::errs() << "fabricize: " << generatedSources << " source(s) under the build directory " << build.buildDir
+                 << " are generated by the build: not migrated, not mirrored (the migrated tree's build "
+                    "generates them)\n";
   std::string outRoot;
   if (!outputDir.empty()) {
     outRoot = absolutePath(outputDir);
@@ -274,10 +320,28 @@ int main(int argc, const char** argv) {
                   ": choose a directory outside the input tree (or use -i)");
   }
 
-  if (!database) database = databaseFor(files.front());
+  if (!database) database = databaseFor(files.front(), query);
 
-  // The project's build files, and --emit-cmake only where there are none.
-  std::vector<std::string> buildFiles = cmakeListsFor(files, root);
+  // The project's build files: every CMake file the build's configure step
+  // read under the root (nested add_subdirectory trees, included modules),
+  // else the CMakeLists.txt beside and above the sources. Other configure
+  // inputs (configure_file templates) are mirrored as they are.
+  std::vector<std::string> buildFiles, configureFiles;
+  if (build.configureInputsKnown) {
+    for (const std::string& path : build.configureInputs) {
+      // CMake's own files (CMakeCache.txt, CMakeFiles/) are the build's,
+      // even in an in-source build.
+      if (!isUnderOrEqual(path, root) || generated(path) || path == build.buildDir + "/CMakeCache.txt" ||
+          isUnderOrEqual(path, build.buildDir + "/CMakeFiles") || !llvm::sys::fs::is_regular_file(path))
+        continue;
+      (isCMakeScript(path) ? buildFiles : configureFiles).push_back(path);
+    }
+    // The top-level CMakeLists.txt first: notes about the whole project go there.
+    std::stable_partition(buildFiles.begin(), buildFiles.end(),
+                          [&](const std::string& p) { return p == root + "/CMakeLists.txt"; });
+  } else {
+    buildFiles = cmakeListsFor(files, root);
+  }
   if (emitCMake && !buildFiles.empty())
     return fail("--emit-cmake: the project has its own " + buildFiles.front() +
                 ", which fabricize migrates; drop --emit-cmake");
@@ -285,6 +349,8 @@ int main(int argc, const char** argv) {
   EngineOptions engineOptions = engineOptionsFor(root, argv[0], !noPch);
   if (!noPch && !pchCache.empty()) engineOptions.pch.cacheDir = pchCache;
   engineOptions.pch.verbose = verbose;
+  engineOptions.pch.cacheLimitBytes = pchCacheMiB << 20;
+  if (!build.buildDir.empty()) engineOptions.pch.projectDirs.push_back(build.buildDir);
   engineOptions.jobs = jobs ? jobs : std::max(1u, std::thread::hardware_concurrency());
   if (!quiet && files.size() > 1)
     engineOptions.progress = [&root](size_t index, size_t count, const std::string& path) {
@@ -293,8 +359,7 @@ int main(int argc, const char** argv) {
   EngineResult result = runRules(catalogue, *database, files, engineOptions);
   if (!result.failedSources.empty()) {
     for (const std::string& f : result.failedSources)
-      llvm::errs() << "fabricize: error: " << f
-                   << ": does not compile (see the errors above); nothing was written\n";
+      reportUnparsed(llvm::errs(), "fabricize: ", f, f, *database, "nothing was written");
     return kError;
   }
 
@@ -311,7 +376,8 @@ int main(int argc, const char** argv) {
       if (!readFile(f, unchanged.original)) return fail("cannot read " + f);
       result.files.emplace(f, std::move(unchanged));
     }
-  std::vector<Finding> findings = result.findings;
+  std::vector<Finding> findings = projectFindings;
+  findings.insert(findings.end(), result.findings.begin(), result.findings.end());
   if (addComments)
     for (const Finding& f : findings)
       if (auto file = result.files.find(f.file); file != result.files.end()) {
@@ -349,19 +415,38 @@ int main(int argc, const char** argv) {
       findings.push_back({c.dropped.ruleId, path, c.dropped.line, c.dropped.column,
                           "edit dropped: it overlaps an edit of " + c.kept.ruleId +
                               "; review this line by hand"});
-  // Build files: edited as text, reported like the sources.
-  for (const std::string& path : buildFiles) {
-    FileResult build;
-    if (!readFile(path, build.original)) return fail("cannot read " + path);
-    BuildFileMigration migration = migrateCMakeLists(build.original);
-    for (const BuildFileMigration::Note& note : migration.notes)
+  // Build files: edited as text, all of the project's at once (Torch found
+  // at the top, linked in subdirectories), reported like the sources.
+  std::vector<std::string> buildTexts(buildFiles.size());
+  for (size_t i = 0; i < buildFiles.size(); ++i)
+    if (!readFile(buildFiles[i], buildTexts[i])) return fail("cannot read " + buildFiles[i]);
+  std::vector<BuildFileMigration> migrations = migrateCMakeProject(buildTexts);
+  for (size_t i = 0; i < buildFiles.size(); ++i) {
+    const std::string& path = buildFiles[i];
+    FileResult buildFile;
+    buildFile.original = std::move(buildTexts[i]);
+    for (const BuildFileMigration::Note& note : migrations[i].notes)
       findings.push_back({kCMakeRuleId, path, note.line, 1, note.message});
     Rendered r;
-    r.merged = mergeEdits(build.original, migration.edits);
-    matchLineEndings(build.original, r.merged.edits);
-    r.text = applyEdits(build.original, r.merged.edits);
-    result.files[path] = std::move(build);
+    r.merged = mergeEdits(buildFile.original, migrations[i].edits);
+    matchLineEndings(buildFile.original, r.merged.edits);
+    r.text = applyEdits(buildFile.original, r.merged.edits);
+    result.files[path] = std::move(buildFile);
     rendered[path] = std::move(r);
+  }
+  // A header the build generates (under its build directory) is not the
+  // project's to edit: the migrated tree's build generates it again.
+  for (auto it = rendered.begin(); it != rendered.end();) {
+    if (!generated(it->first)) {
+      ++it;
+      continue;
+    }
+    if (!it->second.merged.edits.empty())
+      findings.push_back({kProjectRuleId, it->first, it->second.merged.edits.front().line,
+                          it->second.merged.edits.front().column,
+                          "this file is generated by the build (it is under " + build.buildDir +
+                              "): its edits were not written; change what generates it by hand"});
+    it = rendered.erase(it);
   }
 
   // Write.
@@ -402,8 +487,10 @@ int main(int argc, const char** argv) {
     // the build files, edited or not, so the output tree builds on its own.
     if (!inPlace) {
       std::set<std::string> mirrored(files.begin(), files.end());
-      mirrored.insert(result.projectFiles.begin(), result.projectFiles.end());
+      for (const std::string& path : result.projectFiles)
+        if (!generated(path)) mirrored.insert(path);
       mirrored.insert(buildFiles.begin(), buildFiles.end());
+      mirrored.insert(configureFiles.begin(), configureFiles.end());
       for (const std::string& path : mirrored) {
         if (auto r = rendered.find(path); r != rendered.end() && !r->second.merged.edits.empty()) continue;
         std::string text;

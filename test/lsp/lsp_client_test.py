@@ -152,7 +152,9 @@ def utf16_length(s):
 
 
 def run(fabricize, stubs):
-    with tempfile.TemporaryDirectory() as work:
+    with tempfile.TemporaryDirectory() as work, tempfile.TemporaryDirectory() as cache:
+        # The PCH cache of this test alone: the batch tools and the server share it.
+        os.environ["FABRICIZE_CACHE_DIR"] = cache
         source = os.path.join(work, "train.cpp")
         uri = "file://" + source
         # On disk: a program the rules find nothing in; the editor's text differs.
@@ -200,6 +202,10 @@ def run(fabricize, stubs):
                   f"diagnostic codes {codes}; stderr:\n{''.join(client.stderr)}")
             check(all(d["source"] == "fabricize" and d["message"] for d in diagnostics),
                   f"source/message: {diagnostics}")
+            # The server's command (the file's own, plus -iquote of its folder)
+            # uses the PCH the batch tools built: one for both.
+            pchs = sorted(f for f in os.listdir(cache) if f.endswith(".pch"))
+            check(len(pchs) == 1, f"one PCH for the batch tools and the server, found {pchs}")
             by_code = {d["code"]: d for d in diagnostics}
             lines = PROGRAM.split("\n")
             move = by_code["fabric-device-move"]["range"]["start"]

@@ -1,0 +1,221 @@
+#include "Project.h"
+
+#include "Lint.h"
+#include "Output.h"
+
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
+
+#include <cstdlib>
+#include <set>
+
+namespace fabricize {
+
+namespace {
+
+std::string resolvedIn(const std::string& dir, llvm::StringRef path) {
+  llvm::SmallString<256> full(path);
+  if (!llvm::sys::path::is_absolute(full)) {
+    full = dir;
+    llvm::sys::path::append(full, path);
+  }
+  return absolutePath(std::string(full));
+}
+
+}  // namespace
+
+std::string commonFolder(const std::vector<std::string>& dirs) {
+  if (dirs.empty()) return {};
+  std::string common = dirs.front();
+  for (const std::string& d : dirs)
+    while (!isUnderOrEqual(d, common) && llvm::sys::path::has_parent_path(common) &&
+           llvm::sys::path::parent_path(common) != common)
+      common = llvm::sys::path::parent_path(common).str();
+  return common;
+}
+
+namespace {
+
+// CMAKE_HOME_DIRECTORY:INTERNAL=<dir> in CMakeCache.txt.
+std::string cmakeHomeDirectory(const std::string& buildDir) {
+  std::string text;
+  if (!readFile(buildDir + "/CMakeCache.txt", text)) return {};
+  llvm::StringRef rest(text);
+  while (!rest.empty()) {
+    auto [line, next] = rest.split('\n');
+    rest = next;
+    line = line.rtrim("\r");
+    if (!line.starts_with("CMAKE_HOME_DIRECTORY:")) continue;
+    size_t equals = line.find('=');
+    if (equals == llvm::StringRef::npos) return {};
+    std::string dir = line.substr(equals + 1).str();
+    if (dir.empty() || !llvm::sys::fs::is_directory(dir)) return {};
+    return absolutePath(dir);
+  }
+  return {};
+}
+
+// The inputs of build.ninja's `build build.ninja ...: RERUN_CMAKE | ...`
+// statement: what CMake re-runs on. Ninja escapes '$', ' ' and ':' with '$'
+// and continues long lines with a trailing '$'.
+bool ninjaConfigureInputs(const std::string& buildDir, std::vector<std::string>& out) {
+  std::string text;
+  if (!readFile(buildDir + "/build.ninja", text)) return false;
+  std::string joined;
+  joined.reserve(text.size());
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '$' && i + 1 < text.size() && (text[i + 1] == '\n' || text[i + 1] == '\r')) {
+      i += text[i + 1] == '\r' && i + 2 < text.size() && text[i + 2] == '\n' ? 2 : 1;
+      while (i + 1 < text.size() && (text[i + 1] == ' ' || text[i + 1] == '\t')) ++i;
+      continue;
+    }
+    if (text[i] == '$' && i + 1 < text.size()) {  // keep escapes whole for the tokenizer
+      joined += text[i];
+      joined += text[++i];
+      continue;
+    }
+    joined += text[i];
+  }
+  llvm::StringRef rest(joined);
+  while (!rest.empty()) {
+    auto [line, next] = rest.split('\n');
+    rest = next;
+    if (!line.starts_with("build ")) continue;
+    // Tokens: outputs ':' rule inputs ['|' implicit] ['||' order-only].
+    std::vector<std::string> tokens;
+    std::string token;
+    bool sawColon = false;
+    size_t colonToken = 0;
+    auto flush = [&]() {
+      if (!token.empty()) tokens.push_back(token);
+      token.clear();
+    };
+    for (size_t i = 6; i < line.size(); ++i) {
+      char c = line[i];
+      if (c == '$' && i + 1 < line.size()) {
+        token += line[++i];  // "$ ", "$:", "$$"
+      } else if (c == ' ' || c == '\r') {
+        flush();
+      } else if (c == ':' && !sawColon) {
+        flush();
+        sawColon = true;
+        colonToken = tokens.size();
+      } else {
+        token += c;
+      }
+    }
+    flush();
+    if (!sawColon || colonToken >= tokens.size() || tokens[colonToken] != "RERUN_CMAKE") continue;
+    for (size_t t = colonToken + 1; t < tokens.size(); ++t) {
+      if (tokens[t] == "||") break;
+      if (tokens[t] == "|") continue;
+      out.push_back(resolvedIn(buildDir, tokens[t]));
+    }
+    return true;
+  }
+  return false;
+}
+
+// set(CMAKE_MAKEFILE_DEPENDS "..." ...) in CMakeFiles/Makefile.cmake, what
+// the Makefile generator re-runs CMake on.
+bool makefileConfigureInputs(const std::string& buildDir, std::vector<std::string>& out) {
+  std::string text;
+  if (!readFile(buildDir + "/CMakeFiles/Makefile.cmake", text)) return false;
+  size_t at = text.find("set(CMAKE_MAKEFILE_DEPENDS");
+  if (at == std::string::npos) return false;
+  size_t end = text.find(')', at);
+  if (end == std::string::npos) return false;
+  for (size_t i = at; i < end; ++i) {
+    if (text[i] != '"') continue;
+    std::string path;
+    for (++i; i < end && text[i] != '"'; ++i) {
+      if (text[i] == '\\' && i + 1 < end) ++i;
+      path += text[i];
+    }
+    if (!path.empty()) out.push_back(resolvedIn(buildDir, path));
+  }
+  return true;
+}
+
+}  // namespace
+
+bool isUnderOrEqual(const std::string& path, const std::string& root) {
+  if (root == "/") return !path.empty() && path[0] == '/';
+  return path == root || (path.size() > root.size() && path.compare(0, root.size(), root) == 0 &&
+                          path[root.size()] == '/');
+}
+
+std::string commonDirectory(const std::vector<std::string>& paths) {
+  std::vector<std::string> parents;
+  for (const std::string& p : paths) parents.push_back(llvm::sys::path::parent_path(p).str());
+  return commonFolder(parents);
+}
+
+bool isCMakeScript(const std::string& path) {
+  llvm::StringRef name = llvm::sys::path::filename(path);
+  return name == "CMakeLists.txt" || name.ends_with(".cmake");
+}
+
+BuildTree readBuildTree(const std::string& buildDir) {
+  BuildTree build;
+  build.buildDir = absolutePath(buildDir);
+  build.cmakeSourceDir = cmakeHomeDirectory(build.buildDir);
+  if (build.cmakeSourceDir.empty()) return build;
+  std::vector<std::string> inputs;
+  build.configureInputsKnown = ninjaConfigureInputs(build.buildDir, inputs) ||
+                               makefileConfigureInputs(build.buildDir, inputs);
+  std::set<std::string> seen;
+  for (std::string& path : inputs)
+    if (seen.insert(path).second) build.configureInputs.push_back(std::move(path));
+  return build;
+}
+
+std::string projectRootOf(const BuildTree& build, const clang::tooling::CompilationDatabase& database,
+                          std::string* how) {
+  if (!build.cmakeSourceDir.empty()) {
+    if (how) *how = "the CMake source directory named by " + build.buildDir + "/CMakeCache.txt";
+    return build.cmakeSourceDir;
+  }
+  std::vector<std::string> files, folders;
+  for (const clang::tooling::CompileCommand& command : database.getAllCompileCommands()) {
+    std::string directory = command.Directory.empty() ? build.buildDir : resolvedIn(build.buildDir, command.Directory);
+    files.push_back(resolvedIn(directory, command.Filename));
+    folders.push_back(directory);
+  }
+  if (files.empty()) {
+    if (how) *how = "the build directory (its compile_commands.json lists nothing)";
+    return build.buildDir;
+  }
+  std::string filesOnly = commonDirectory(files);
+  std::vector<std::string> all = folders;
+  for (const std::string& f : files) all.push_back(llvm::sys::path::parent_path(f).str());
+  std::string withFolders = commonFolder(all);
+  const char* home = std::getenv("HOME");
+  if (withFolders == "/" || (home && *home && withFolders == absolutePath(home))) {
+    if (how) *how = "the common folder of the sources compile_commands.json lists";
+    return filesOnly;
+  }
+  if (how) *how = "the common folder of the sources and directories compile_commands.json lists";
+  return withFolders;
+}
+
+std::string projectRootForFile(const std::string& file) {
+  std::string dir = llvm::sys::path::parent_path(absolutePath(file)).str();
+  for (std::string at = dir; !at.empty();) {
+    if (llvm::sys::fs::exists(at + "/compile_commands.json")) {
+      std::string error;
+      auto database = clang::tooling::CompilationDatabase::loadFromDirectory(at, error);
+      if (!database) break;
+      std::string root = projectRootOf(readBuildTree(at), *database);
+      // A database elsewhere that does not list this file says nothing about it.
+      return isUnderOrEqual(absolutePath(file), root) ? root : dir;
+    }
+    std::string parent = llvm::sys::path::parent_path(at).str();
+    if (parent == at) break;
+    at = parent;
+  }
+  return dir;
+}
+
+}  // namespace fabricize
