@@ -45,6 +45,6 @@
 
 int main() {
   torch::Tensor loss;
-  for (int e = 0; e < epochs(); ++e) loss.backward();
+  if (epochs() > 0) loss.backward();
   return 0;
 }
