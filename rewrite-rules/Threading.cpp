@@ -71,6 +71,7 @@ struct FunctionInfo {
   std::string blocked;       // from a Need or a Blocks fact
   bool canDeclare = false;   // main: declares its own Fabric
   bool defined = false;      // a Parameter fact on its definition
+  bool external = false;     // external linkage: callable from code not matched
   bool declared = false;     // any Parameter fact
   std::vector<size_t> calls;  // matches passing the Fabric to it
   bool wanted = false;        // a non-threading edit uses its Fabric
@@ -84,7 +85,7 @@ bool isThreadingEdit(const MatchNeeds& match) {
   return false;
 }
 
-std::vector<Verdict> resolve(const std::vector<MatchNeeds>& matches) {
+std::vector<Verdict> resolve(const std::vector<MatchNeeds>& matches, bool wholeProgram) {
   std::map<std::string, FunctionInfo> functions;
   auto info = [&](const std::string& key, const std::string& name) -> FunctionInfo& {
     FunctionInfo& f = functions[key];
@@ -106,6 +107,7 @@ std::vector<Verdict> resolve(const std::vector<MatchNeeds>& matches) {
         case Fact::Parameter:
           f.declared = true;
           f.defined = f.defined || fact.definition;
+          f.external = f.external || fact.external;
           break;
         case Fact::Argument: f.calls.push_back(i); break;
         case Fact::Declare: f.canDeclare = true; break;
@@ -124,7 +126,8 @@ std::vector<Verdict> resolve(const std::vector<MatchNeeds>& matches) {
     if (f.canDeclare) continue;
     if (!f.blocked.empty()) whyNot[key] = "`" + f.name + "` " + f.blocked;
     else if (!f.declared || !f.defined) whyNot[key] = "`" + f.name + "` is not defined in the project";
-    else if (f.calls.empty()) whyNot[key] = "nothing in the project calls `" + f.name + "`";
+    else if (f.calls.empty() && (wholeProgram || !f.external))
+      whyNot[key] = "nothing in the project calls `" + f.name + "`";
   }
   for (bool changed = true; changed;) {
     changed = false;

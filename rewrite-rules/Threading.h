@@ -53,6 +53,7 @@ struct Fact {
   std::string name;
   bool definition = false;  // Parameter: this declaration is the definition
   std::string reason;       // Blocks
+  bool external = false;    // Parameter: the function has external linkage
 };
 
 // The key of a function: its USR, of the template pattern for an
@@ -101,6 +102,11 @@ struct Verdict {
 // other edits, never worth a report of its own).
 bool isThreadingEdit(const MatchNeeds& match);
 
-std::vector<Verdict> resolve(const std::vector<MatchNeeds>& matches);
+// `wholeProgram`: the matched code includes main, so every call of a
+// function is among the matches, and a function nothing calls is dead code
+// (its training code is reported). Otherwise (one file of a project in an
+// editor, `fabricize src/train.cpp`), a function with external linkage and
+// no call in sight is assumed to be called elsewhere, and gets the Fabric.
+std::vector<Verdict> resolve(const std::vector<MatchNeeds>& matches, bool wholeProgram = true);
 
 }  // namespace fabricize::threading

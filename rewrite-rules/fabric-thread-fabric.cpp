@@ -112,6 +112,7 @@ EditGenerator addFunctionParameter() {
     const auto* function = result.Nodes.getNodeAs<FunctionDecl>("function");
     threading::Fact fact{threading::Fact::Parameter, threading::functionKey(*function),
                          threading::displayName(*function), function->isThisDeclarationADefinition(), ""};
+    fact.external = function->isExternallyVisible();
     if (function->getNumParams() > 0)
       return withFact(insertion(function->getParamDecl(0)->getBeginLoc(), "fabric::Fabric& fabric, "), fact);
     FunctionTypeLoc type = function->getFunctionTypeLoc();

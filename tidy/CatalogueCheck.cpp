@@ -75,6 +75,7 @@ class Session {
   }
 
   void startTranslationUnit() {
+    definesMain_ = false;
     records_.clear();
     includeRequests_.clear();
     owner_.clear();
@@ -93,6 +94,7 @@ class Session {
   // fabric-thread-fabric runs: functions that need the Fabric get it passed
   // in. Without it, no fix may use a Fabric its function does not have.
   void enableThreading() { threadingEnabled_ = true; }
+  void sawMain() { definesMain_ = true; }
 
   size_t add(const SourceManager& sm, Recorded record) {
     sm_ = &sm;
@@ -191,7 +193,8 @@ class Session {
   void resolveThreading() {
     std::vector<threading::MatchNeeds> needs;
     for (const Recorded& record : records_) needs.push_back(record.needs);
-    std::vector<threading::Verdict> verdicts = threading::resolve(needs);
+    // One TU: the whole program when it holds main (Threading.h).
+    std::vector<threading::Verdict> verdicts = threading::resolve(needs, definesMain_);
     for (size_t i = 0; i < records_.size(); ++i) {
       Recorded& record = records_[i];
       if (verdicts[i].applied && !threadingEnabled_) {
@@ -352,6 +355,7 @@ class Session {
   std::set<MatchFinder*> collectedBy_;
   std::vector<std::unique_ptr<MatchFinder::MatchCallback>> collectors_;
   bool threadingEnabled_ = false;
+  bool definesMain_ = false;
   std::vector<Recorded> records_;
   std::map<size_t, size_t> owner_;  // serial -> record
   std::vector<std::pair<FileID, size_t>> includeRequests_;
@@ -537,8 +541,20 @@ class FactCollector : public MatchFinder::MatchCallback {
   Session& session_;
 };
 
+// Notes that the TU defines main: then it is a whole program.
+class MainCollector : public MatchFinder::MatchCallback {
+ public:
+  explicit MainCollector(Session& session) : session_(session) {}
+  void run(const MatchFinder::MatchResult&) override { session_.sawMain(); }
+
+ private:
+  Session& session_;
+};
+
 void Session::collectFacts(MatchFinder* finder, const FabricOptions& options) {
   if (!collectedBy_.insert(finder).second) return;
+  collectors_.push_back(std::make_unique<MainCollector>(*this));
+  finder->addMatcher(functionDecl(isMain(), isDefinition()), collectors_.back().get());
   std::vector<Rule> catalogue = buildCatalogue(options);
   for (size_t i = 0; i < catalogue.size(); ++i)
     if (catalogue[i].id == kThreadingRuleId) {

@@ -184,7 +184,7 @@ class RuleCallback : public MatchFinder::MatchCallback {
 // Once every TU is matched: which functions get the Fabric (Threading.h),
 // then the matches whose edits can be applied go to the files, and those
 // that cannot become findings.
-void finishMatches(std::vector<PendingMatch> pending, EngineResult& out) {
+void finishMatches(std::vector<PendingMatch> pending, EngineResult& out, bool wholeProgram) {
   // A header's matches are seen once per TU that includes it: once each.
   std::vector<PendingMatch> unique;
   std::set<std::tuple<std::string, std::string, unsigned, unsigned, std::string>> seen;
@@ -196,7 +196,7 @@ void finishMatches(std::vector<PendingMatch> pending, EngineResult& out) {
   }
   std::vector<threading::MatchNeeds> needs;
   for (const PendingMatch& p : unique) needs.push_back(p.needs);
-  std::vector<threading::Verdict> verdicts = threading::resolve(needs);
+  std::vector<threading::Verdict> verdicts = threading::resolve(needs, wholeProgram);
   for (size_t i = 0; i < unique.size(); ++i) {
     PendingMatch& p = unique[i];
     if (p.factOnly) continue;
@@ -281,8 +281,9 @@ class OwnDeclarationsConsumer : public ASTConsumer {
 // parse must not be half-migrated.
 class RecordingAction : public ASTFrontendAction {
  public:
-  RecordingAction(MatchFinder& finder, bool& failed, const std::string& root, std::set<std::string>& read)
-      : finder_(finder), failed_(failed), root_(root), read_(read) {}
+  RecordingAction(MatchFinder& finder, bool& failed, const std::string& root, std::set<std::string>& read,
+                  bool& definesMain)
+      : finder_(finder), failed_(failed), root_(root), read_(read), definesMain_(definesMain) {}
   bool BeginInvocation(CompilerInstance& ci) override {
     ci.getFrontendOpts().SkipFunctionBodies = true;  // asks the consumer, body by body
     return true;
@@ -294,6 +295,12 @@ class RecordingAction : public ASTFrontendAction {
   // cannot be loaded never gets here, and counts as a failure.
   void EndSourceFileAction() override {
     if (!getCompilerInstance().getDiagnostics().hasErrorOccurred()) failed_ = false;
+    // A program's main: then every call of the project's functions is in
+    // the matched code (Threading.h, wholeProgram).
+    if (getCompilerInstance().hasASTContext())
+      for (Decl* d : getCompilerInstance().getASTContext().getTraversalScope())
+        if (const auto* function = dyn_cast<FunctionDecl>(d); function && function->isMain() && function->hasBody())
+          definesMain_ = true;
     // The project's files this TU read: a mirrored output tree needs them.
     const SourceManager& sm = getCompilerInstance().getSourceManager();
     for (auto it = sm.fileinfo_begin(); it != sm.fileinfo_end(); ++it) {
@@ -307,6 +314,7 @@ class RecordingAction : public ASTFrontendAction {
   bool& failed_;
   const std::string& root_;
   std::set<std::string>& read_;
+  bool& definesMain_;
 };
 
 // One translation unit through the catalogue: its files and findings, and
@@ -314,6 +322,7 @@ class RecordingAction : public ASTFrontendAction {
 struct SourceResult {
   EngineResult result;
   std::vector<PendingMatch> pending;
+  bool definesMain = false;
 };
 SourceResult runOne(const std::vector<Rule>& catalogue, const tooling::CompilationDatabase& database,
                     const std::string& source, const std::optional<std::string>& pch,
@@ -351,7 +360,9 @@ EngineResult runRules(const std::vector<Rule>& catalogue,
   // Merged in source order, so the result does not depend on -j.
   EngineResult total;
   std::vector<PendingMatch> pending;
+  bool wholeProgram = false;
   for (size_t i = 0; i < sources.size(); ++i) {
+    wholeProgram = wholeProgram || perSource[i].definesMain;
     EngineResult& one = perSource[i].result;
     total.failedSources.insert(total.failedSources.end(), one.failedSources.begin(), one.failedSources.end());
     if (!one.failedSources.empty()) continue;
@@ -365,7 +376,7 @@ EngineResult runRules(const std::vector<Rule>& catalogue,
       if (!seen) total.findings.push_back(std::move(f));
     }
   }
-  finishMatches(std::move(pending), total);
+  finishMatches(std::move(pending), total, wholeProgram);
   return total;
 }
 
@@ -376,6 +387,7 @@ SourceResult runOne(const std::vector<Rule>& catalogue, const tooling::Compilati
                     const EngineOptions& options) {
     EngineResult perSource;
     std::vector<PendingMatch> pending;
+    bool definesMain = false;
     // With a PCH first; a PCH the compiler rejects (headers changed since)
     // falls back to a plain parse.
     bool failed = true;
@@ -397,6 +409,7 @@ SourceResult runOne(const std::vector<Rule>& catalogue, const tooling::Compilati
       }
       perSource = EngineResult();
       pending.clear();
+      definesMain = false;
       failed = true;  // until the action reports a clean parse
       // Its own working directory: ClangTool changes it to the command's, and
       // the process-wide one is shared by the workers.
@@ -428,12 +441,13 @@ SourceResult runOne(const std::vector<Rule>& catalogue, const tooling::Compilati
         bool& failed;
         const std::string& root;
         std::set<std::string>& read;
-        Factory(MatchFinder& f, bool& x, const std::string& r, std::set<std::string>& files)
-            : finder(f), failed(x), root(r), read(files) {}
+        bool& definesMain;
+        Factory(MatchFinder& f, bool& x, const std::string& r, std::set<std::string>& files, bool& main)
+            : finder(f), failed(x), root(r), read(files), definesMain(main) {}
         std::unique_ptr<FrontendAction> create() override {
-          return std::make_unique<RecordingAction>(finder, failed, root, read);
+          return std::make_unique<RecordingAction>(finder, failed, root, read, definesMain);
         }
-      } factory(finder, failed, options.projectRoot, perSource.projectFiles);
+      } factory(finder, failed, options.projectRoot, perSource.projectFiles, definesMain);
       if (tool.run(&factory) != 0) failed = true;  // e.g. a compile command that cannot run
       if (!failed) break;
       if (usePch && options.pch.verbose)
@@ -445,7 +459,7 @@ SourceResult runOne(const std::vector<Rule>& catalogue, const tooling::Compilati
       broken.result.failedSources.push_back(source);
       return broken;
     }
-    return {std::move(perSource), std::move(pending)};
+    return {std::move(perSource), std::move(pending), definesMain};
 }
 
 }  // namespace
