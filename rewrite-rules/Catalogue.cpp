@@ -24,6 +24,7 @@ std::vector<Rule> buildCatalogue(const FabricOptions& options) {
       makeStepRule(options),
       makeRankZeroPrintRule(options),  makeRankZeroFileRule(options),
       makeCheckpointRule(options),     makeReduceMetricRule(options),
+      makePerRankMetricRule(options),
       makeDataParallelRule(options),   makeThreadFabricRule(options),
       makeHardcodedDeviceRule(options),
       makeCudaRuntimeRule(options),    makeManualAllReduceRule(options),

@@ -35,7 +35,71 @@ const VarDecl* localVariable(const Expr* e) {
   return var && var->hasLocalStorage() && !isa<ParmVarDecl>(var) ? var : nullptr;
 }
 
+// `var` is declared in a block that runs `loop` once each time it runs (no
+// loop in between): a value started afresh for each pass of the loop.
+bool declaredForOnePass(const VarDecl& var, const CXXForRangeStmt& loop, ASTContext& context) {
+  const Stmt* block = nullptr;
+  for (const DynTypedNode& parent : context.getParents(var))
+    if (const auto* declaration = parent.get<DeclStmt>())
+      for (const DynTypedNode& grand : context.getParents(*declaration)) block = grand.get<CompoundStmt>();
+  if (!block) return false;
+  DynTypedNode current = DynTypedNode::create(loop);
+  for (int depth = 0; depth < 64; ++depth) {
+    DynTypedNodeList parents = context.getParents(current);
+    if (parents.empty()) return false;
+    const Stmt* parent = parents[0].get<Stmt>();
+    if (parent == block) return true;
+    if (!parent || isLoop(*parent)) return false;
+    current = parents[0];
+  }
+  return false;
+}
+
+bool readAfter(const VarDecl& var, const CXXForRangeStmt& loop, const Stmt& functionBody, ASTContext& context) {
+  const SourceManager& sm = context.getSourceManager();
+  SourceLocation loopEnd = sm.getExpansionLoc(loop.getEndLoc());
+  bool read = false;
+  walk(&functionBody, [&](const Stmt& s) {
+    if (read || !sm.isBeforeInTranslationUnit(loopEnd, sm.getExpansionLoc(s.getBeginLoc()))) return;
+    if (const auto* ref = dyn_cast<DeclRefExpr>(&s); ref && ref->getDecl() == &var) read = true;
+  });
+  return read;
+}
+
+// A class whose objects hold a per-rank tally worth reporting: not a tensor,
+// a stream, a string, or something the Fabric handles (modules, optimizers,
+// loaders, devices).
+bool isTallyClass(QualType type) {
+  const auto* record = type.getNonReferenceType()->getAsCXXRecordDecl();
+  if (!record || isTensor(type)) return false;
+  for (const char* name : {"std::basic_ostream", "std::basic_ios", "std::basic_string", "torch::nn::Module",
+                           "torch::nn::ModuleHolder", "torch::optim::Optimizer", "torch::data::DataLoaderBase",
+                           "c10::Device", "fabric::Fabric", "fabric::DataLoader", "std::unique_ptr",
+                           "std::shared_ptr"})
+    if (match::derivesFrom(*record, name)) return false;
+  return !match::isOptimizerHandle(type) && !match::isModuleType(type);
+}
+
 }  // namespace
+
+std::vector<const VarDecl*> perRankObjectsOf(const CXXForRangeStmt& loop, const Stmt& functionBody,
+                                             ASTContext& context) {
+  const SourceManager& sm = context.getSourceManager();
+  SourceLocation loopBegin = sm.getExpansionLoc(loop.getBeginLoc());
+  std::vector<const VarDecl*> objects;
+  walk(loop.getBody(), [&](const Stmt& s) {
+    const auto* call = dyn_cast<CXXMemberCallExpr>(&s);
+    if (!call || !call->getMethodDecl() || call->getMethodDecl()->isConst()) return;
+    const VarDecl* var = localVariable(call->getImplicitObjectArgument());
+    if (!var || !isTallyClass(var->getType()) ||
+        std::find(objects.begin(), objects.end(), var) != objects.end())
+      return;
+    if (!sm.isBeforeInTranslationUnit(sm.getExpansionLoc(var->getLocation()), loopBegin)) return;
+    if (declaredForOnePass(*var, loop, context) && readAfter(*var, loop, functionBody, context))
+      objects.push_back(var);
+  });
+  return objects;
+}
 
 bool isReduction(const Stmt& s, const VarDecl& var) {
   const Expr *lhs = nullptr, *rhs = nullptr;
@@ -92,34 +156,14 @@ std::vector<const VarDecl*> accumulatorsOf(const CXXForRangeStmt& loop, const St
     QualType type = var->getType();
     if (assigned.count(var) || !(type->isArithmeticType() || isTensor(type))) continue;
     if (!sm.isBeforeInTranslationUnit(sm.getExpansionLoc(var->getLocation()), loopBegin)) continue;
-    // Declared in a block that runs the loop once per run of the block.
-    const Stmt* block = nullptr;
-    for (const DynTypedNode& parent : context.getParents(*var))
-      if (const auto* declaration = parent.get<DeclStmt>())
-        for (const DynTypedNode& grand : context.getParents(*declaration)) block = grand.get<CompoundStmt>();
-    if (!block) continue;
-    bool once = false;
-    DynTypedNode current = DynTypedNode::create(loop);
-    for (int depth = 0; depth < 64; ++depth) {
-      DynTypedNodeList parents = context.getParents(current);
-      if (parents.empty()) break;
-      const Stmt* parent = parents[0].get<Stmt>();
-      if (parent == block) {
-        once = true;
-        break;
-      }
-      if (!parent || isLoop(*parent)) break;
-      current = parents[0];
-    }
-    if (!once) continue;
+    if (!declaredForOnePass(*var, loop, context)) continue;
     // Read after the loop, and not reduced there already.
-    bool readAfter = false, reduced = false;
+    bool reduced = false;
     walk(&functionBody, [&](const Stmt& s) {
-      if (!sm.isBeforeInTranslationUnit(loopEnd, sm.getExpansionLoc(s.getBeginLoc()))) return;
-      if (isReduction(s, *var)) reduced = true;
-      if (localVariable(dyn_cast<Expr>(&s)) == var) readAfter = true;
+      if (sm.isBeforeInTranslationUnit(loopEnd, sm.getExpansionLoc(s.getBeginLoc())) && isReduction(s, *var))
+        reduced = true;
     });
-    if (readAfter && !reduced) result.push_back(var);
+    if (readAfter(*var, loop, functionBody, context) && !reduced) result.push_back(var);
   }
   return result;
 }

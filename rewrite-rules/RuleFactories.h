@@ -24,6 +24,7 @@ Rule makeThreadFabricRule(const FabricOptions&);
 Rule makeCudaRuntimeRule(const FabricOptions&);
 Rule makeManualAllReduceRule(const FabricOptions&);
 Rule makeReduceMetricRule(const FabricOptions&);
+Rule makePerRankMetricRule(const FabricOptions&);
 Rule makeDivergentExitRule(const FabricOptions&);
 Rule makeOwnDataLoaderRule(const FabricOptions&);
 

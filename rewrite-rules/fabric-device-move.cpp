@@ -47,6 +47,14 @@ Rule makeDeviceMoveRule(const FabricOptions&) {
   auto tensorMove = expr(tensorDeviceMove(expr().bind("tensor")), unless(cxxMemberCallExpr(fixedIndex)),
                          inFabricScope());
   auto isCuda = callee(cxxMethodDecl(hasName("cuda")));
+  // A device parameter of a function that has no Fabric of its own: where
+  // the caller says (a batch's to_device overload, a helper given `device`;
+  // main passes fabric.device()). Code that has the Fabric uses it directly.
+  auto hasOwnFabric = functionDecl(anyOf(hasAnyParameter(hasType(valueOrReference(fabricType()))),
+                                         cxxMethodDecl(ofClass(anyOf(classNeedingFabric(),
+                                                                     has(fieldDecl(hasType(valueOrReference(fabricType())))))))));
+  auto givenDevice = spelledAs(declRefExpr(to(parmVarDecl(hasType(valueOrReference(deviceLikeType())),
+                                                          unless(hasDeclContext(hasOwnFabric))))));
   // `data = data.cuda();` on a loader batch: the whole statement goes.
   auto batchSelfMove = cxxOperatorCallExpr(
       hasOverloadedOperatorName("="), hasArgument(0, ignoringParenImpCasts(declRefExpr(to(varDecl().bind("var"))))),
@@ -73,8 +81,11 @@ Rule makeDeviceMoveRule(const FabricOptions&) {
               makeRule(cxxMemberCallExpr(moduleTo, isSetUpModule("module"), statementOnly)
                            .bind("stmt"),
                        edits::removeStatement("stmt"), cat(setUpModule)),
-              // Other modules (a frozen teacher, say) still need the device.
-              makeRule(moduleTo, changeTo(node("device"), edits::fabricMember("device()")), cat(other)),
+              // Other modules (a frozen teacher, say) still need the device;
+              // a device the function is given is its caller's choice (main
+              // passes fabric.device()).
+              makeRule(cxxMemberCallExpr(moduleTo, unless(hasArgument(0, givenDevice))),
+                       changeTo(node("device"), edits::fabricMember("device()")), cat(other)),
               // Tensors from the loader.
               makeRule(cxxMemberCallExpr(tensorMove, on(loaderBatch()), unless(isCuda), withDtype()),
                        dropDeviceArgument(), cat(batch)),
@@ -84,7 +95,7 @@ Rule makeDeviceMoveRule(const FabricOptions&) {
               makeRule(cxxMemberCallExpr(tensorMove, isCuda).bind("call"),
                        changeTo(node("call"), cat(node("tensor"), ".to(", edits::fabricMember("device()"), ")")),
                        cat(other)),
-              makeRule(cxxMemberCallExpr(tensorMove),
+              makeRule(cxxMemberCallExpr(tensorMove, unless(hasArgument(0, givenDevice))),
                        changeTo(node("device"), edits::fabricMember("device()")), cat(other)),
               // Tensors created on CUDA: `TensorOptions().device(kCUDA)`, and a
               // factory given a CUDA device as its options, `torch::ones({2}, kCUDA)`.

@@ -21,8 +21,9 @@ files (one precompiled <torch/torch.h> injected per target, for speed).
   * with --sync-check: both migrated runs set FABRIC_CHECK_SYNC=1, so the
     runtime compares every parameter across the ranks after every step, and
     the job must end with its "sync check passed" line (after at least one
-    step on 2 ranks); and the last value of every number the program prints
-    on 2 ranks equals the 1-process run's within METRIC_RTOL / METRIC_ATOL
+    step on 2 ranks); and the last value of every metric the program prints
+    after a loss or accuracy word on 2 ranks equals the 1-process run's within
+    METRIC_RTOL / METRIC_ATOL
     (metrics keep their meaning: a sum over this rank's shard divided by the
     data set's size would be half the 1-process value).
 A manifest (--manifest, JSON: {program: {...}}) states per program what the
@@ -56,6 +57,10 @@ NUMBER = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?")
 METRIC_RTOL = 0.15
 METRIC_ATOL = 0.02
 DIVERGE_LIMIT_S = 60
+# A metric: a number right after a word naming a loss or an accuracy
+# (`loss 0.12`, `val_acc: 0.9`, `test loss 0.3 acc 0.91`); other numbers a
+# program prints (weights' statistics, sample means) are not compared.
+METRIC = re.compile(r"\b([A-Za-z_]*(?:loss|acc)[A-Za-z_]*)\s*[:=]?\s*(" + NUMBER.pattern + ")", re.I)
 SYNC_PASSED = re.compile(r"fabric: sync check passed: (\d+) steps, (\d+) parameter tensors identical on (\d+) ranks")
 
 
@@ -331,24 +336,27 @@ def check_findings(args, name, expect):
 
 
 def compare_metrics(name, one_lines, two_lines):
-    """The last line of each shape: same numbers on 2 ranks as on 1, within tolerance."""
+    """The last line of each shape: same metrics on 2 ranks as on 1, within tolerance."""
     def last_by_shape(lines):
         last = {}
         for line in lines:
-            shape, numbers = shape_and_numbers(line)
-            last[shape] = (line, numbers)
+            last[shape_and_numbers(line)[0]] = line
         return last
     one, two = last_by_shape(one_lines), last_by_shape(two_lines)
-    worst = 0.0
-    for shape, (line2, numbers2) in two.items():
+    worst, compared = 0.0, 0
+    for shape, line2 in two.items():
         if shape not in one:
             continue
-        line1, numbers1 = one[shape]
-        for a, b in zip(numbers1, numbers2):
+        line1 = one[shape]
+        for (word, a), (_, b) in zip(METRIC.findall(line1), METRIC.findall(line2)):
+            a, b = float(a), float(b)
+            compared += 1
             if not math.isclose(a, b, rel_tol=METRIC_RTOL, abs_tol=METRIC_ATOL):
-                fail(f"{name}: 2 ranks print {b} where 1 process prints {a} (tolerance {METRIC_RTOL:.0%} or "
-                     f"{METRIC_ATOL}): a metric that lost its meaning?\n  1 process: {line1}\n  2 ranks:   {line2}")
+                fail(f"{name}: 2 ranks print {word} {b} where 1 process prints {a} (tolerance {METRIC_RTOL:.0%} "
+                     f"or {METRIC_ATOL}): a metric that lost its meaning?\n  1 process: {line1}\n  2 ranks:   {line2}")
             worst = max(worst, abs(a - b) / max(abs(a), 1e-12))
+    if compared == 0:
+        fail(f"{name}: no loss or accuracy printed by both runs to compare")
     return worst
 
 

@@ -24,6 +24,11 @@ class Pairs : public torch::data::datasets::Dataset<Pairs> {
 #include <fabric/fabric.h>
 torch::Tensor noise_on(fabric::Fabric& f) { return torch::randn({2}).cuda(); }
 
+// A helper given the device moves to it: its caller decides (main's device
+// becomes fabric.device()), so the helper needs no Fabric of its own.
+// CHECK: {{^}}torch::Tensor place(torch::Tensor x, const torch::Device& device) { return x.to(device); }
+torch::Tensor place(torch::Tensor x, const torch::Device& device) { return x.to(device); }
+
 // The set-up model's move goes; its dtype conversion stays. A frozen module
 // without an optimizer still needs the device.
 // CHECK: {{^  }}Net model;
@@ -73,6 +78,7 @@ int main() {
   auto halved = noise.to(device, torch::kHalf);
   auto cast = noise.to(torch::kFloat);
   auto in_macro = TO_GPU(noise);
+  auto placed = place(noise, device);
   return 0;
 }
 

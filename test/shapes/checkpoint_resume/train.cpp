@@ -63,7 +63,7 @@ int main() {
   net->to(device);
   torch::optim::Adam optimizer(net->parameters(), torch::optim::AdamOptions(1e-2));
 
-  for (int epoch = 1; epoch <= 12; ++epoch) {
+  for (int epoch = 1; epoch <= 30; ++epoch) {
     net->train();
     double sum = 0;
     int steps = 0;

@@ -1,0 +1,62 @@
+// Diagnostic: a metric kept in an object of the program's own — a
+// running-mean meter, a vector of per-batch losses — fed inside a loop over
+// a Fabric loader and read after it. Each rank's object holds its shard's
+// values only, so what rank 0 prints covers 1/N of the data; no edit can
+// reach inside the object, so a person all-reduces what it sums.
+// (fabric-reduce-metric all-reduces plain sums itself.)
+#include "Matchers.h"
+#include "Metrics.h"
+#include "RuleFactories.h"
+
+namespace fabricize {
+
+using namespace clang;
+using namespace clang::transformer;
+using namespace match;
+
+namespace {
+
+using MatchResult = ast_matchers::MatchFinder::MatchResult;
+
+AST_MATCHER(CXXForRangeStmt, feedsPerRankObjects) {
+  const FunctionDecl* function = nullptr;
+  DynTypedNode current = DynTypedNode::create(Node);
+  for (int depth = 0; depth < 256 && !function; ++depth) {
+    DynTypedNodeList parents = Finder->getASTContext().getParents(current);
+    if (parents.empty()) break;
+    function = parents[0].get<FunctionDecl>();
+    current = parents[0];
+  }
+  return function && function->getBody() &&
+         !metrics::perRankObjectsOf(Node, *function->getBody(), Finder->getASTContext()).empty();
+}
+
+Stencil explainObjects() {
+  return run([](const MatchResult& result) -> llvm::Expected<std::string> {
+    const auto* loop = result.Nodes.getNodeAs<CXXForRangeStmt>("loop");
+    const auto* function = result.Nodes.getNodeAs<FunctionDecl>("function");
+    std::string names;
+    for (const VarDecl* var : metrics::perRankObjectsOf(*loop, *function->getBody(), *result.Context))
+      names += (names.empty() ? "`" : ", `") + var->getNameAsString() + "` (" +
+               var->getType().getUnqualifiedType().getAsString(result.Context->getPrintingPolicy()) + ")";
+    return "this loop sees one rank's shard of the data, and " + names +
+           " collect its values and are read after it: on N ranks they cover 1/N of the data. All-reduce "
+           "what they sum before reading them (keep the sums in plain numbers, which fabricize all-reduces "
+           "after the loop, or pass them through fabric.all_reduce(x, fabric::ReduceOp::Sum))";
+  });
+}
+
+}  // namespace
+
+Rule makePerRankMetricRule(const FabricOptions&) {
+  auto loop = cxxForRangeStmt(loaderLoop(), feedsPerRankObjects(),
+                              hasAncestor(functionDecl(hasBody(compoundStmt())).bind("function")))
+                  .bind("loop");
+  return {"fabric-per-rank-metric", "+",
+          "Report objects of the program's own (a running-mean meter, a vector of losses) that a loop "
+          "over a Fabric loader feeds and that are read after it: each rank's covers its shard only. "
+          "Plain sums are all-reduced by fabric-reduce-metric; these need a person.",
+          RuleKind::Diagnostic, makeRule(loop, noopEdit(node("loop")), explainObjects())};
+}
+
+}  // namespace fabricize
