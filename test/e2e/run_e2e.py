@@ -23,7 +23,7 @@ files (one precompiled <torch/torch.h> injected per target, for speed).
     the job must end with its "sync check passed" line (after at least one
     step on 2 ranks); and the last value of every metric the program prints
     after a loss or accuracy word on 2 ranks equals the 1-process run's within
-    METRIC_RTOL / METRIC_ATOL
+    LOSS_RTOL (losses) / ACC_ATOL (accuracies)
     (metrics keep their meaning: a sum over this rank's shard divided by the
     data set's size would be half the 1-process value).
 A manifest (--manifest, JSON: {program: {...}}) states per program what the
@@ -50,12 +50,17 @@ import time
 
 SKIP = 77
 NUMBER = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?")
-# A metric printed by 2 ranks vs by 1 process: the programs train to a noise
-# floor, so a well-synchronised run lands within these of the 1-process
-# value; a metric that lost its meaning (a per-rank sum divided by the whole
-# data set's size) is off by a factor of 2.
-METRIC_RTOL = 0.15
-METRIC_ATOL = 0.02
+# A metric printed by 2 ranks vs by 1 process. The 2 ranks train the same
+# model on the same data, but with half the steps per epoch (each rank's
+# shard, the same per-rank batch) and another data order; the programs train
+# to a noise floor, so accuracies land within ACC_ATOL of the 1-process
+# value and losses within LOSS_RTOL (a loss on noisy labels moves with how
+# confident the model got: up to ~30% measured). A metric that lost its
+# meaning (a per-rank sum divided by the whole data set's size) is off by a
+# factor of 2.
+LOSS_RTOL = 0.35
+LOSS_ATOL = 0.02
+ACC_ATOL = 0.05
 DIVERGE_LIMIT_S = 60
 # A metric: a number right after a word naming a loss or an accuracy
 # (`loss 0.12`, `val_acc: 0.9`, `test loss 0.3 acc 0.91`); other numbers a
@@ -351,9 +356,12 @@ def compare_metrics(name, one_lines, two_lines):
         for (word, a), (_, b) in zip(METRIC.findall(line1), METRIC.findall(line2)):
             a, b = float(a), float(b)
             compared += 1
-            if not math.isclose(a, b, rel_tol=METRIC_RTOL, abs_tol=METRIC_ATOL):
-                fail(f"{name}: 2 ranks print {word} {b} where 1 process prints {a} (tolerance {METRIC_RTOL:.0%} "
-                     f"or {METRIC_ATOL}): a metric that lost its meaning?\n  1 process: {line1}\n  2 ranks:   {line2}")
+            accuracy = "acc" in word.lower()
+            rtol, atol = (0.0, ACC_ATOL) if accuracy else (LOSS_RTOL, LOSS_ATOL)
+            if not math.isclose(a, b, rel_tol=rtol, abs_tol=atol):
+                fail(f"{name}: 2 ranks print {word} {b} where 1 process prints {a} (tolerance: accuracies "
+                     f"{ACC_ATOL}, losses {LOSS_RTOL:.0%}): a metric that lost its meaning?\n"
+                     f"  1 process: {line1}\n  2 ranks:   {line2}")
             worst = max(worst, abs(a - b) / max(abs(a), 1e-12))
     if compared == 0:
         fail(f"{name}: no loss or accuracy printed by both runs to compare")
