@@ -15,6 +15,18 @@ namespace fabricize::edits {
 using namespace clang;
 using namespace clang::transformer;
 
+std::string indentationAt(SourceLocation at, const SourceManager& sm) {
+  auto [file, offset] = sm.getDecomposedLoc(sm.getExpansionLoc(at));
+  bool invalid = false;
+  llvm::StringRef text = sm.getBufferData(file, &invalid);
+  if (invalid) return "";
+  size_t lineStart = text.rfind('\n', offset);  // the last newline before `at`
+  lineStart = lineStart == llvm::StringRef::npos ? 0 : lineStart + 1;
+  llvm::StringRef before = text.slice(lineStart, offset);
+  llvm::StringRef indent = before.take_while([](char c) { return c == ' ' || c == '\t'; });
+  return indent.size() == before.size() ? indent.str() : std::string(before.size(), ' ');
+}
+
 Stencil indentOf(RangeSelector selector) {
   return run([selector](const ast_matchers::MatchFinder::MatchResult& result)
                  -> llvm::Expected<std::string> {
@@ -26,7 +38,7 @@ Stencil indentOf(RangeSelector selector) {
     bool invalid = false;
     llvm::StringRef buffer = sm.getBufferData(file, &invalid);
     if (invalid) return std::string();
-    size_t lineStart = buffer.rfind('\n', offset == 0 ? 0 : offset - 1);
+    size_t lineStart = buffer.rfind('\n', offset);  // the last newline before the range
     lineStart = lineStart == llvm::StringRef::npos ? 0 : lineStart + 1;
     size_t end = lineStart;
     while (end < buffer.size() && (buffer[end] == ' ' || buffer[end] == '\t')) ++end;
@@ -91,7 +103,7 @@ static llvm::Expected<TopOfBlock> fabricPlace(const ast_matchers::MatchFinder::M
   unsigned floorOffset = sm.getDecomposedLoc(sm.getExpansionLoc(previousEnd)).second;
   llvm::StringRef text = sm.getBufferData(file);
   auto lineStartOf = [&](unsigned at) {
-    size_t nl = text.rfind('\n', at == 0 ? 0 : at - 1);
+    size_t nl = text.rfind('\n', at);  // the last newline before `at`
     return nl == llvm::StringRef::npos ? 0u : static_cast<unsigned>(nl + 1);
   };
   TopOfBlock top;
@@ -284,6 +296,24 @@ std::string threadedMemberName(const CXXRecordDecl& record) {
 Stencil fabricMember(std::string member) {
   return run([member](const ast_matchers::MatchFinder::MatchResult& result) -> llvm::Expected<std::string> {
     return fabricNameAt(result) + "." + member;
+  });
+}
+
+void addScopeNeed(const ast_matchers::MatchFinder::MatchResult& result, bool hasEdits,
+                  threading::MatchNeeds& needs) {
+  if (!hasEdits || threading::isThreadingEdit(needs)) return;
+  std::optional<threading::Need> need = fabricNeededAt(result);
+  if (!need) return;
+  need->uses = false;
+  for (const threading::Need& known : needs.needs)
+    if (known.function == need->function) return;
+  needs.needs.push_back(std::move(*need));
+}
+
+ASTEdit declaringFabricInMain(ASTEdit edit) {
+  return withMetadata(std::move(edit), [](const ast_matchers::MatchFinder::MatchResult& result) -> llvm::Any {
+    const auto* main = result.Nodes.getNodeAs<FunctionDecl>("main");
+    return threading::Fact{threading::Fact::Declare, main ? threading::functionKey(*main) : "", "main", true, ""};
   });
 }
 

@@ -17,6 +17,9 @@ namespace fabricize::edits {
 
 // The leading whitespace of the line on which `selector`'s range begins.
 clang::transformer::Stencil indentOf(clang::transformer::RangeSelector selector);
+// The same for a location: the whitespace before the first character of its
+// line (spaces of the same width when code precedes `at` on the line).
+std::string indentationAt(clang::SourceLocation at, const clang::SourceManager& sm);
 
 // Where the Fabric (and its launch) go in the body bound to `id`: the start
 // of the first statement's line (above the comments that lead it), or the
@@ -37,12 +40,21 @@ std::string fabricNameAt(const clang::ast_matchers::MatchFinder::MatchResult& re
 // edit there assumes a migrated function (fabric.setup moved the model),
 // even one that does not name the Fabric.
 std::optional<threading::Need> fabricNeededAt(const clang::ast_matchers::MatchFinder::MatchResult& result);
+// Adds that need to a match with edits (not a threading edit of its own),
+// as one that only assumes the function is migrated: the engine and the
+// clang-tidy plugin call it for every match.
+void addScopeNeed(const clang::ast_matchers::MatchFinder::MatchResult& result, bool hasEdits,
+                  threading::MatchNeeds& needs);
 // The member fabric-thread-fabric adds to a class: `fabric_` when the
 // class's fields end in '_', else `fabric`.
 std::string threadedMemberName(const clang::CXXRecordDecl& record);
 
 // `<fabric name>.<member>`, e.g. fabricMember("backward(") -> "trainer_fabric.backward(".
 clang::transformer::Stencil fabricMember(std::string member);
+
+// `edit` declares the Fabric in the main bound to "main", and is applied
+// only if a function main calls needs it (a delegatingMain()).
+clang::transformer::ASTEdit declaringFabricInMain(clang::transformer::ASTEdit edit);
 
 // `edit`, marked as one that may be left out without a finding when its
 // function gets no Fabric (a print in a helper that uses no LibTorch).

@@ -74,8 +74,22 @@ bool isThreadableFunction(const FunctionDecl& function, ASTContext& context) {
   return true;
 }
 
+const FunctionDecl* enclosingFunction(const DynTypedNode& node, ASTContext& context) {
+  DynTypedNode current = node;
+  for (int depth = 0; depth < 256; ++depth) {
+    DynTypedNodeList parents = context.getParents(current);
+    if (parents.empty()) return nullptr;
+    if (const auto* function = parents[0].get<FunctionDecl>()) {
+      const auto* method = dyn_cast<CXXMethodDecl>(function);
+      if (!method || !method->getParent()->isLambda()) return function;
+    }
+    current = parents[0];
+  }
+  return nullptr;
+}
+
 bool isTrainedAround(const Stmt& statement, const ValueDecl& model, ASTContext& context) {
-  const FunctionDecl* function = optimizers::enclosingFunction(DynTypedNode::create(statement), context);
+  const FunctionDecl* function = enclosingFunction(DynTypedNode::create(statement), context);
   if (!function) return false;
   for (const optimizers::Creation& creation : optimizers::creationsIn(*function, context))
     for (const optimizers::Model& trained : creation.models)

@@ -148,6 +148,16 @@ inline DeclarationMatcher mainNeedingFabric() {
                       hasBody(hasDescendant(libTorchUse())), mainFileDeclaresNoFabric());
 }
 
+// main of a program whose training code lives elsewhere (`return
+// run(argc, argv);`): it uses no LibTorch itself, and gets a Fabric only if
+// a function it calls needs one (Threading.h). Bound to "main", its body to
+// "body".
+inline DeclarationMatcher delegatingMain() {
+  return functionDecl(isMain(), isDefinition(), hasBody(compoundStmt(has(stmt())).bind("body")),
+                      unless(hasBody(hasDescendant(libTorchUse()))), mainFileDeclaresNoFabric())
+      .bind("main");
+}
+
 // An optimizer, or what a program holds one by: a reference, a raw pointer,
 // a std::unique_ptr or std::shared_ptr (to the optimizer's own class or to
 // the base torch::optim::Optimizer).
@@ -157,6 +167,9 @@ inline Matcher<clang::QualType> optimizerHandleType() {
       hasAnyName("::std::unique_ptr", "::std::shared_ptr"), hasTemplateArgument(0, refersToType(optimizer))));
   return anyOf(optimizer, references(optimizer), pointsTo(optimizer), smart, references(smart));
 }
+// The function (not a lambda inside it) whose body holds `node`.
+const clang::FunctionDecl* enclosingFunction(const clang::DynTypedNode& node, clang::ASTContext& context);
+
 // Whether `type` (a field's, say) holds an optimizer that way.
 bool isOptimizerHandle(clang::QualType type);
 // `record` is the class named `qualifiedName` ("torch::nn::Module") or derives from it.

@@ -170,14 +170,7 @@ std::vector<const VarDecl*> accumulatorsOf(const CXXForRangeStmt& loop, const St
 
 
 bool isReducedSum(const VarDecl& var, ASTContext& context) {
-  const FunctionDecl* function = nullptr;
-  DynTypedNode current = DynTypedNode::create(var);
-  for (int depth = 0; depth < 256 && !function; ++depth) {
-    DynTypedNodeList parents = context.getParents(current);
-    if (parents.empty()) break;
-    function = parents[0].get<FunctionDecl>();
-    current = parents[0];
-  }
+  const FunctionDecl* function = match::enclosingFunction(DynTypedNode::create(var), context);
   if (!function || !function->getBody()) return false;
   bool reduced = false;
   walk(function->getBody(), [&](const Stmt& s) {
@@ -205,14 +198,7 @@ bool holdsPerRankValue(const VarDecl& var, ASTContext& context) {
   };
   bool perRank = isTensor(var.getType()) || (var.getInit() && fromTensor(var.getInit()));
   if (!perRank) {
-    const FunctionDecl* function = nullptr;
-    DynTypedNode current = DynTypedNode::create(var);
-    for (int depth = 0; depth < 256 && !function; ++depth) {
-      DynTypedNodeList parents = context.getParents(current);
-      if (parents.empty()) break;
-      function = parents[0].get<FunctionDecl>();
-      current = parents[0];
-    }
+    const FunctionDecl* function = match::enclosingFunction(DynTypedNode::create(var), context);
     if (function && function->getBody())
       walk(function->getBody(), [&](const Stmt& s) {
         const Expr *lhs = nullptr, *rhs = nullptr;

@@ -185,20 +185,6 @@ Model rootModule(const Expr& object) {
   return {};
 }
 
-const FunctionDecl* enclosingFunction(const DynTypedNode& node, ASTContext& context) {
-  DynTypedNode current = node;
-  for (int depth = 0; depth < 256; ++depth) {
-    DynTypedNodeList parents = context.getParents(current);
-    if (parents.empty()) return nullptr;
-    if (const auto* function = parents[0].get<FunctionDecl>()) {
-      const auto* method = dyn_cast<CXXMethodDecl>(function);
-      if (!method || !method->getParent()->isLambda()) return function;
-    }
-    current = parents[0];
-  }
-  return nullptr;
-}
-
 std::vector<Creation> creationsIn(const FunctionDecl& function, ASTContext& context) {
   std::vector<Creation> creations;
   const Stmt* body = function.getBody();

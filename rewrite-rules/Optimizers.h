@@ -53,9 +53,6 @@ std::vector<Creation> creationsIn(const clang::FunctionDecl& function, clang::AS
 const Creation* creationOf(const std::vector<Creation>& creations, const clang::Stmt* statement,
                            const clang::CXXCtorInitializer* initializer = nullptr);
 
-// The function (not a lambda inside it) whose body holds `node`.
-const clang::FunctionDecl* enclosingFunction(const clang::DynTypedNode& node, clang::ASTContext& context);
-
 // The optimizers and models that must be set up together (an optimizer over
 // two models, two optimizers over one), each group in source order of its
 // last creation.

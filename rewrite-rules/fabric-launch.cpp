@@ -2,7 +2,6 @@
 #include "Edits.h"
 #include "Matchers.h"
 #include "RuleFactories.h"
-#include "Threading.h"
 
 namespace fabricize {
 
@@ -15,14 +14,7 @@ Rule makeLaunchRule(const FabricOptions&) {
   // construction that rule inserts at the same place.
   auto mainWithoutFabric =
       functionDecl(mainNeedingFabric(), hasBody(compoundStmt().bind("body")));
-  // The main fabric-insert declares a Fabric in only if what it calls needs one.
-  auto delegatingMain = functionDecl(isMain(), isDefinition(), hasBody(compoundStmt(has(stmt())).bind("body")),
-                                     unless(hasBody(hasDescendant(libTorchUse()))), mainFileDeclaresNoFabric())
-                            .bind("main");
-  auto declare = [](const MatchFinder::MatchResult& result) -> llvm::Any {
-    const auto* main = result.Nodes.getNodeAs<clang::FunctionDecl>("main");
-    return threading::Fact{threading::Fact::Declare, threading::functionKey(*main), "main", true, ""};
-  };
+
   // A Fabric the user declared but never launched.
   auto unlaunchedFabric =
       declStmt(hasSingleDecl(varDecl(hasType(fabricType())).bind("fabric")),
@@ -34,10 +26,11 @@ Rule makeLaunchRule(const FabricOptions&) {
               {makeRule(mainWithoutFabric,
                         insertBefore(edits::fabricInsertionPoint("body"), edits::fabricInsertionStatement("body", "fabric.launch();")),
                         cat("launch the processes before anything touches a device")),
-               makeRule(delegatingMain,
-                        withMetadata(insertBefore(edits::fabricInsertionPoint("body"),
-                                                  edits::fabricInsertionStatement("body", "fabric.launch();")),
-                                     declare),
+               // The main fabric-insert declares a Fabric in only if what it calls needs one.
+               makeRule(delegatingMain(),
+                        edits::declaringFabricInMain(insertBefore(
+                            edits::fabricInsertionPoint("body"),
+                            edits::fabricInsertionStatement("body", "fabric.launch();"))),
                         cat("launch the processes before anything touches a device")),
                makeRule(unlaunchedFabric,
                         insertAfter(node("decl"), cat("\n", edits::indentOf(node("decl")),

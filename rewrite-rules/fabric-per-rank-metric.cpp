@@ -19,14 +19,7 @@ namespace {
 using MatchResult = ast_matchers::MatchFinder::MatchResult;
 
 AST_MATCHER(CXXForRangeStmt, feedsPerRankObjects) {
-  const FunctionDecl* function = nullptr;
-  DynTypedNode current = DynTypedNode::create(Node);
-  for (int depth = 0; depth < 256 && !function; ++depth) {
-    DynTypedNodeList parents = Finder->getASTContext().getParents(current);
-    if (parents.empty()) break;
-    function = parents[0].get<FunctionDecl>();
-    current = parents[0];
-  }
+  const FunctionDecl* function = enclosingFunction(DynTypedNode::create(Node), Finder->getASTContext());
   return function && function->getBody() &&
          !metrics::perRankObjectsOf(Node, *function->getBody(), Finder->getASTContext()).empty();
 }

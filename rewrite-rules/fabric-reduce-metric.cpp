@@ -34,12 +34,7 @@ EditGenerator reduceAfterLoop() {
     std::vector<const VarDecl*> sums = metrics::accumulatorsOf(*loop, *function->getBody(), *result.Context);
     if (sums.empty()) return llvm::SmallVector<Edit, 1>();
     const SourceManager& sm = *result.SourceManager;
-    auto [file, offset] = sm.getDecomposedLoc(sm.getExpansionLoc(loop->getBeginLoc()));
-    llvm::StringRef text = sm.getBufferData(file);
-    size_t lineStart = text.rfind('\n', offset == 0 ? 0 : offset - 1);
-    lineStart = lineStart == llvm::StringRef::npos ? 0 : lineStart + 1;
-    std::string indent = text.slice(lineStart, offset).str();
-    if (!llvm::StringRef(indent).trim().empty()) indent = std::string(indent.size(), ' ');
+    std::string indent = edits::indentationAt(loop->getBeginLoc(), sm);
     std::string fabric = edits::fabricNameAt(result);
     std::string statements;
     for (const VarDecl* var : sums) {

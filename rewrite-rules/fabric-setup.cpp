@@ -74,7 +74,7 @@ void contextOf(const MatchResult& result, Context& out) {
   const auto* statement = result.Nodes.getNodeAs<Stmt>("creation");
   const auto* constructor = result.Nodes.getNodeAs<CXXConstructorDecl>("ctor");
   out.function = constructor ? constructor
-                             : optimizers::enclosingFunction(DynTypedNode::create(*statement), *result.Context);
+                             : match::enclosingFunction(DynTypedNode::create(*statement), *result.Context);
   if (!out.function) return;
   out.creations = optimizers::creationsIn(*out.function, *result.Context);
   out.groups = optimizers::setupGroups(out.creations);
@@ -136,21 +136,10 @@ EditGenerator setupAfterLastCreation() {
     if (!last->place) {  // a member initialiser: first thing in the constructor's body
       const auto* body = dyn_cast_or_null<CompoundStmt>(context.function->getBody());
       if (!body) return llvm::SmallVector<Edit, 1>();
-      std::string indent;
-      if (!body->body_empty()) {
-        auto [file, offset] = sm.getDecomposedLoc(sm.getExpansionLoc(body->body_front()->getBeginLoc()));
-        llvm::StringRef text = sm.getBufferData(file);
-        size_t lineStart = text.rfind('\n', offset);
-        indent = text.slice(lineStart + 1, offset).str();
-        if (!llvm::StringRef(indent).trim().empty()) indent.clear();
-      }
-      if (indent.empty()) {
-        auto [file, offset] = sm.getDecomposedLoc(sm.getExpansionLoc(context.function->getBeginLoc()));
-        llvm::StringRef text = sm.getBufferData(file);
-        size_t lineStart = text.rfind('\n', offset);
-        llvm::StringRef line = text.slice(lineStart + 1, offset);
-        indent = line.take_while([](char c) { return c == ' ' || c == '\t'; }).str() + "  ";
-      }
+      // The body's first statement's indentation, else the constructor's plus two.
+      std::string indent = body->body_empty()
+                               ? edits::indentationAt(context.function->getBeginLoc(), sm) + "  "
+                               : edits::indentationAt(body->body_front()->getBeginLoc(), sm);
       if (body->body_empty()) {  // `{}`: the statements get their own lines, the brace its own
         std::string outer = indent.size() >= 2 ? indent.substr(0, indent.size() - 2) : "";
         Edit edit;
@@ -164,12 +153,7 @@ EditGenerator setupAfterLastCreation() {
     SourceLocation end = place.getEnd();
     if (place.isTokenRange())
       end = Lexer::getLocForEndOfToken(sm.getExpansionLoc(end), 0, sm, result.Context->getLangOpts());
-    auto [file, offset] = sm.getDecomposedLoc(sm.getExpansionLoc(last->place->getBeginLoc()));
-    llvm::StringRef text = sm.getBufferData(file);
-    size_t lineStart = text.rfind('\n', offset == 0 ? 0 : offset - 1);
-    lineStart = lineStart == llvm::StringRef::npos ? 0 : lineStart + 1;
-    std::string indent = text.slice(lineStart, offset).str();
-    if (!llvm::StringRef(indent).trim().empty()) indent = std::string(indent.size(), ' ');
+    std::string indent = edits::indentationAt(last->place->getBeginLoc(), sm);
     return insertion(sm.getExpansionLoc(end), statements(indent));
   };
 }
@@ -177,7 +161,7 @@ EditGenerator setupAfterLastCreation() {
 // Whether the matched creation is an optimizer over a set-up model that no
 // setup call names (added by hand after a migration, say).
 AST_MATCHER(Stmt, isForgottenOptimizer) {
-  const FunctionDecl* function = optimizers::enclosingFunction(DynTypedNode::create(Node), Finder->getASTContext());
+  const FunctionDecl* function = match::enclosingFunction(DynTypedNode::create(Node), Finder->getASTContext());
   if (!function) return false;
   std::vector<optimizers::Creation> creations = optimizers::creationsIn(*function, Finder->getASTContext());
   const optimizers::Creation* creation = optimizers::creationOf(creations, &Node);
@@ -199,7 +183,7 @@ StatementMatcher optimizerCreationCandidate() {
 }
 
 AST_MATCHER(Stmt, createsOptimizer) {
-  const FunctionDecl* function = optimizers::enclosingFunction(DynTypedNode::create(Node), Finder->getASTContext());
+  const FunctionDecl* function = match::enclosingFunction(DynTypedNode::create(Node), Finder->getASTContext());
   if (!function) return false;
   return optimizers::creationOf(optimizers::creationsIn(*function, Finder->getASTContext()), &Node) != nullptr;
 }

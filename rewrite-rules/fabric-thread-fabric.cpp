@@ -42,7 +42,7 @@ std::pair<SourceLocation, std::string> lineOf(SourceLocation loc, const SourceMa
   loc = sm.getExpansionLoc(loc);
   auto [file, offset] = sm.getDecomposedLoc(loc);
   llvm::StringRef text = sm.getBufferData(file);
-  size_t start = text.rfind('\n', offset == 0 ? 0 : offset - 1);
+  size_t start = text.rfind('\n', offset);  // the last newline before `loc`
   start = start == llvm::StringRef::npos ? 0 : start + 1;
   llvm::StringRef indent = text.slice(start, offset);
   indent = indent.take_while([](char c) { return c == ' ' || c == '\t'; });

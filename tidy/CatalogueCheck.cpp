@@ -512,13 +512,7 @@ size_t recordMatch(const Rule& ruleEntry, size_t ruleIndex, Session& session,
   }
   // Code in a function without a Fabric is migrated only if the function
   // gets one, even where the edit does not name it.
-  if (!threading::isThreadingEdit(record.needs) && !record.edits.empty())
-    if (std::optional<threading::Need> need = edits::fabricNeededAt(result)) {
-      need->uses = false;
-      bool known = false;
-      for (const threading::Need& n : record.needs.needs) known = known || n.function == need->function;
-      if (!known) record.needs.needs.push_back(std::move(*need));
-    }
+  edits::addScopeNeed(result, !record.edits.empty(), record.needs);
   record.hidden = factOnly;
   size_t index = Session::noRecord;
   if (!record.edits.empty() || reportOnly || factOnly || !includes.empty()) index = session.add(sm, std::move(record));

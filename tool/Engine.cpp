@@ -139,13 +139,7 @@ class RuleCallback : public MatchFinder::MatchCallback {
       return;
     // Code in a function without a Fabric is migrated only if the function
     // gets one, even where the edit does not name it.
-    if (!threading::isThreadingEdit(pending.needs) && !match.edits.empty())
-      if (std::optional<threading::Need> need = edits::fabricNeededAt(result)) {
-        need->uses = false;
-        bool known = false;
-        for (const threading::Need& n : pending.needs.needs) known = known || n.function == need->function;
-        if (!known) pending.needs.needs.push_back(std::move(*need));
-      }
+    edits::addScopeNeed(result, !match.edits.empty(), pending.needs);
     pending_.push_back(std::move(pending));
   }
 
