@@ -184,13 +184,13 @@ JobMonitor::JobMonitor(Config config, c10::intrusive_ptr<c10d::Store> store,
   terminate_monitor.store(this);
 }
 
-JobMonitor::~JobMonitor() {
-  stop_watchdog();
-  JobMonitor* self = this;
-  terminate_monitor.compare_exchange_strong(self, nullptr);
-}
+JobMonitor::~JobMonitor() { stop_watchdog(); }
 
 void JobMonitor::stop_watchdog() noexcept {
+  // From here on a Gloo failure is no longer this monitor's to tell (the
+  // rank is finishing): the handler that was there before takes it.
+  JobMonitor* self = this;
+  terminate_monitor.compare_exchange_strong(self, nullptr);
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stopping_ = true;
