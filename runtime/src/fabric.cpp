@@ -223,6 +223,15 @@ class FabricState {
       return function();
     } catch (const std::exception& error) {
       const std::string message = error.what();
+      if (monitor) {
+        // Gloo found data of another size: the ranks are in different
+        // collectives. The monitor finds out where each one is, says so and
+        // ends the job (this call does not return then).
+        if (JobMonitor::is_mismatch_error(message)) monitor->collective_failed(message);
+        // Another rank is ending the job for that reason (its exit closed
+        // this collective's connections): its message, not this error.
+        monitor->stop_if_job_is_stopping();
+      }
       const bool timed_out = message.find("Timed out") != std::string::npos ||
                              message.find("timed out") != std::string::npos;
       // A rank that died makes the collective fail at once (connection
@@ -1237,7 +1246,10 @@ void Fabric::barrier(const std::string& name) {
   auto& state = *state_;
   state.require_launched("barrier()");
   if (!state.group) return;
-  detail::FabricState::MonitorScope scope(state.monitor.get(), "fabric.barrier()");
+  // The name goes into the monitor's messages: ranks in a barrier while
+  // others are in another collective are told apart by it.
+  detail::FabricState::MonitorScope scope(
+      state.monitor.get(), state.monitor ? state.monitor->label_for_barrier(name) : "fabric.barrier()");
   // An all-gather of the names is the barrier: it completes only when every
   // rank contributed, and tells whether they all meant the same one.
   auto encoded = torch::zeros({detail::kBarrierNameBytes}, torch::kUInt8);

@@ -46,6 +46,16 @@
       must end within 10 s, every rank non-zero, with one message naming
       both ranks, their step counts and the likely cause, and no process
       left.
+  launch_driver.py paths PROGRAM
+  launch_driver.py paths_external PROGRAM FABRIC_RUN
+      Ranks take different paths and enter different collectives while all
+      of them still run: one all-reduces a scalar after leaving its loop
+      while the others are in backward (Gloo: data of another size), one
+      enters a barrier, one broadcasts where the others all-reduce 5 values,
+      one `continue`s past a backward. Fabric's launcher (2 and 3 ranks),
+      torchrun-style and fabric-run: the job must end within 10 s, every
+      rank non-zero, with one message naming every rank, the call it is in
+      and its step count, and the advice; no abort text, no process left.
   launch_driver.py late_work PROGRAM
       Rank 0 working alone for 5 s after the others finished is not a
       divergence: that job succeeds (launcher and torchrun-style). A rank
@@ -793,7 +803,8 @@ def divergence_case(program, launcher, how, world, stop_rank, stop_step, collect
         report(case, f"processes left behind: {leftovers}")
     finished_steps = stop_step + 1
     stuck = r"\d+"
-    waits_in = re.escape(f"fabric.{collective or 'backward'}()")
+    waits_in = re.escape({"barrier": 'fabric.barrier("end of step")'}.get(
+        collective, f"fabric.{collective or 'backward'}()"))
     expected = (rf"^fabric: the ranks left the training loop at different steps: rank {stop_rank} "
                 rf"finished the job \(its Fabric was destroyed\) after {finished_steps} steps, while "
                 rf"rank ({stuck}), in its step {finished_steps + 1}, waits in {waits_in} for "
@@ -850,6 +861,89 @@ def divergence_external(program, launcher):
     divergence_case(program, launcher, "torchrun", 2, 1, 4)
     divergence_case(program, launcher, "torchrun", 2, 0, 4)
     divergence_case(program, launcher, "fabric-run", 2, 1, 2)
+
+
+# Ranks that take different paths and enter different collectives while all
+# of them still run (run_paths in multiprocess_program.cpp): rank R differs at
+# step PATH_STEP of PATH_STEPS. Per path: the call rank R is in, the call the
+# others are in, and the step counts of both (R's, the others').
+PATH_STEP = 3
+PATH_STEPS = 8
+PATHS = {
+    "scalar_after_loop": ("fabric.all_reduce()", "fabric.backward()", PATH_STEP + 1, PATH_STEP + 1),
+    "barrier": ('fabric.barrier("rank-local checkpoint")', "fabric.backward()", PATH_STEP, PATH_STEP),
+    "broadcast": ("fabric.broadcast()", "fabric.all_reduce()", PATH_STEP + 1, PATH_STEP + 1),
+    "skip_backward": ("fabric.all_reduce()", "fabric.backward()", PATH_STEPS - 1, PATH_STEPS - 1),
+}
+
+
+def paths_case(program, launcher, how, world, rank, path):
+    case = f"{how}, {world} ranks, rank {rank} takes path {path}"
+    arguments = ["paths", f"--devices={world}", f"--path={path}", f"--stop-rank={rank}",
+                 f"--stop-step={PATH_STEP}", f"--steps={PATH_STEPS}"]
+    if how == "torchrun":
+        commands, envs = [[program] + arguments] * world, torchrun_environments(world)
+    elif how == "fabric-run":
+        commands, envs = [[launcher, f"--devices={world}", program] + arguments], [os.environ]
+    else:
+        commands, envs = [[program] + arguments], [os.environ]
+    elapsed, codes, _, stderr, leftovers = run_marked_job(case, commands, envs,
+                                                          DIVERGENCE_LIMIT_S + 20)
+    print(f"--- {case}: ended in {elapsed:.2f} s, exit codes {codes}")
+    print("\n".join("    " + line[:240] for line in stderr.splitlines() if "fabric" in line))
+    if elapsed > DIVERGENCE_LIMIT_S:
+        report(case, f"took {elapsed:.1f} s (limit {DIVERGENCE_LIMIT_S} s)")
+    for index, code in codes.items():
+        if code == 0 or code is None:
+            report(case, f"process {index} exited with {code}")
+    if leftovers:
+        report(case, f"processes left behind: {leftovers}")
+    prefix = ("fabric: the ranks took different paths through the program and are in different "
+              "collectives, which can never match: ")
+    messages = [line for line in stderr.splitlines() if line.startswith(prefix)]
+    if len(messages) != 1:
+        report(case, f"expected one line starting {prefix!r}; stderr:\n{stderr}")
+        return
+    message = messages[0]
+    own_call, others_call, own_steps, others_steps = PATHS[path]
+    for other in range(world):
+        call, steps = (own_call, own_steps) if other == rank else (others_call, others_steps)
+        # "waits in" or, where Gloo received data of another size, "is in ... where Gloo received".
+        expected = (rf"rank {other} (waits|is) in {re.escape(call)} \(collective #\d+\) after "
+                    rf"{steps} steps[;.,]")
+        if not re.search(expected, message):
+            report(case, f"the message does not say /{expected}/:\n{message}")
+    for advice in ("all-reduce that value first (`value = fabric.all_reduce(value, "
+                   "fabric::ReduceOp::Mean);`)", "fabric-divergent-exit", "`if (loss < x) break;`",
+                   "Stopping all ranks."):
+        if advice not in message:
+            report(case, f"the message lacks {advice!r}:\n{message}")
+    # The rank that printed it is named by every other rank's one line.
+    stops = re.findall(r"^fabric: rank (\d+): stopping because rank (\d+) found the ranks in "
+                       r"different collectives \(see its message\)$", stderr, re.MULTILINE)
+    reporters = {int(reporter) for _, reporter in stops}
+    stopped = sorted(int(stopping) for stopping, _ in stops)
+    if len(reporters) != 1 or stopped != sorted(set(range(world)) - reporters):
+        report(case, f"expected one line from every rank but the reporter:\n{stderr}")
+    # The story, not an abort: no C++ runtime's or launcher's crash text.
+    for crash in ("terminate called", "killed by signal", "Aborted", "core dumped", "Traceback"):
+        if crash in stderr:
+            report(case, f"{crash!r} in stderr:\n{stderr}")
+
+
+def paths(program):
+    become_subreaper()
+    for path in PATHS:
+        paths_case(program, None, "launcher", 2, 1, path)
+    paths_case(program, None, "launcher", 2, 0, "scalar_after_loop")
+    paths_case(program, None, "launcher", 3, 2, "barrier")
+
+
+def paths_external(program, launcher):
+    become_subreaper()
+    paths_case(program, launcher, "torchrun", 2, 1, "scalar_after_loop")
+    paths_case(program, launcher, "torchrun", 2, 0, "broadcast")
+    paths_case(program, launcher, "fabric-run", 2, 1, "skip_backward")
 
 
 def dead_while_others_wait_case(program):
@@ -965,6 +1059,7 @@ def main():
                 "loggers": (loggers, 3), "zero_checkpoint": (zero_checkpoint, 3),
                 "timeout": (collective_timeout, 3), "divergence": (divergence, 3),
                 "divergence_external": (divergence_external, 4), "late_work": (late_work, 3),
+                "paths": (paths, 3), "paths_external": (paths_external, 4),
                 "warnings": (warnings, 3), "sync_check": (sync_check, 3),
                 "load_fresh": (load_fresh, 3)}
     if len(sys.argv) < 2 or sys.argv[1] not in commands or len(sys.argv) != commands[sys.argv[1]][1]:

@@ -50,6 +50,10 @@
 //       condition that differs per rank). The job must end within seconds.
 //       With --collective, every step ends with that collective, in which
 //       the other ranks then wait (instead of the next backward).
+//   fabric_multiprocess_program paths --path=P --stop-rank=R --stop-step=K [--steps=N]
+//       rank R takes another path at step K (P: scalar_after_loop, barrier,
+//       broadcast, skip_backward; see run_paths) and the ranks enter
+//       different collectives. The job must end within seconds.
 //   fabric_multiprocess_program late_work [--local-work-s=S] [--local-work-rank=R]
 //       trains 5 steps in sync, then rank R (0) works alone for S seconds
 //       (no collective) while the others have finished: must succeed.
@@ -100,6 +104,7 @@ struct Arguments {
   int perturb_rank = -1;
   int perturb_step = 0;
   std::string collective;
+  std::string path;
 };
 
 Arguments parse_arguments(int argc, char** argv) {
@@ -130,6 +135,7 @@ Arguments parse_arguments(int argc, char** argv) {
     if (name == "--perturb-rank") arguments.perturb_rank = std::stoi(value);
     if (name == "--perturb-step") arguments.perturb_step = std::stoi(value);
     if (name == "--collective") arguments.collective = value;
+    if (name == "--path") arguments.path = value;
   }
   return arguments;
 }
@@ -1531,6 +1537,55 @@ int run_diverge(const Arguments& arguments) {
   return 0;
 }
 
+// Rank R takes another path than the others at step K, and the ranks end up
+// in different collectives while all of them still run:
+//   scalar_after_loop: R leaves the loop and all-reduces its loss total (a
+//     double) while the others are in the next backward (the migrated
+//     early-stop program);
+//   barrier: R enters fabric.barrier("rank-local checkpoint") while the
+//     others are in the next backward;
+//   broadcast: every step all-reduces 5 metrics; R broadcasts 3 values
+//     instead;
+//   skip_backward: R `continue`s past its backward (a per-rank NaN check),
+//     and after the loop every rank all-reduces its loss total.
+int run_paths(const Arguments& arguments) {
+  fabric::Fabric fabric(fabric::Options().accelerator("cpu").devices(arguments.devices));
+  fabric.launch();
+  this_rank = fabric.global_rank();
+  torch::manual_seed(5);
+  Net model;
+  torch::optim::SGD optimizer(model->parameters(), 0.01);
+  fabric.setup(model, optimizer);
+  const std::string& path = arguments.path;
+  check(path == "scalar_after_loop" || path == "barrier" || path == "broadcast" ||
+            path == "skip_backward",
+        "unknown --path '" + path + "'");
+  double total = 0;
+  for (int step = 0; step < arguments.steps; ++step) {
+    torch::manual_seed(50 + 10 * step + this_rank);
+    optimizer.zero_grad();
+    const auto loss = model->forward(torch::randn({16, 8})).pow(2).mean();
+    const bool differs = this_rank == arguments.stop_rank && step == arguments.stop_step;
+    if (differs) std::fprintf(stderr, "test: rank %d takes path '%s' at step %d\n", this_rank, path.c_str(), step);
+    if (differs && path == "skip_backward") continue;  // `if (isnan(my_loss)) continue;`
+    if (differs && path == "barrier") fabric.barrier("rank-local checkpoint");
+    fabric.backward(loss);
+    fabric.step(optimizer);
+    total += loss.item<double>();
+    if (differs && path == "scalar_after_loop") break;  // `if (my_loss < x) break;`
+    if (path == "broadcast") {
+      if (differs) {
+        fabric.broadcast(torch::ones({3}));
+      } else {
+        fabric.all_reduce(torch::ones({5}));
+      }
+    }
+  }
+  total = fabric.all_reduce(total, fabric::ReduceOp::Sum);
+  std::fprintf(stderr, "test: rank %d left the loop (total %g)\n", this_rank, total);
+  return 0;
+}
+
 int run_late_work(const Arguments& arguments) {
   fabric::Fabric fabric(fabric::Options().accelerator("cpu").devices(arguments.devices));
   fabric.launch();
@@ -1620,6 +1675,7 @@ int main(int argc, char** argv) {
   if (arguments.scenario == "load_fresh") return run_load_fresh(arguments);
   if (arguments.scenario == "diverge") return run_diverge(arguments);
   if (arguments.scenario == "late_work") return run_late_work(arguments);
+  if (arguments.scenario == "paths") return run_paths(arguments);
   if (arguments.scenario == "unsynchronized") return run_unsynchronized(arguments);
   if (arguments.scenario == "sync") return run_sync(arguments);
   if (arguments.scenario == "fail") {
