@@ -62,7 +62,7 @@ NUMBER = re.compile(r"[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?")
 LOSS_RTOL = 0.35
 LOSS_ATOL = 0.02
 ACC_ATOL = 0.05
-DIVERGE_LIMIT_S = 60
+DIVERGE_LIMIT_S = 20
 # A metric: a number right after a word naming a loss or an accuracy
 # (`loss 0.12`, `val_acc: 0.9`, `test loss 0.3 acc 0.91`); other numbers a
 # program prints (weights' statistics, sample means) are not compared.
@@ -347,8 +347,10 @@ def check_findings(args, name, expect):
         fail(f"{name}: error-level findings {unexpected}: training code left without the Fabric")
 
 
-def compare_metrics(name, one_lines, two_lines):
+def compare_metrics(name, one_lines, two_lines, loss_word="loss"):
     """The last line of each shape: same metrics on 2 ranks as on 1, within tolerance."""
+    metric = METRIC if loss_word == "loss" else re.compile(
+        r"\b([A-Za-z_]*(?:loss|acc|" + re.escape(loss_word) + r")[A-Za-z_]*)\s*[:=]?\s*(" + NUMBER.pattern + ")", re.I)
     def last_by_shape(lines):
         last = {}
         for line in lines:
@@ -360,7 +362,7 @@ def compare_metrics(name, one_lines, two_lines):
         if shape not in one:
             continue
         line1 = one[shape]
-        for (word, a), (_, b) in zip(METRIC.findall(line1), METRIC.findall(line2)):
+        for (word, a), (_, b) in zip(metric.findall(line1), metric.findall(line2)):
             a, b = float(a), float(b)
             compared += 1
             accuracy = "acc" in word.lower()
@@ -467,7 +469,7 @@ def run_program(args):
         fail(f"{name}: the loss did not fall on 2 processes: {curve}")
     metric_diff = None
     if args.sync_check and expect.get("compare", True):
-        metric_diff = compare_metrics(name, got, lines)
+        metric_diff = compare_metrics(name, got, lines, loss_word)
     if sorted(os.listdir(os.path.join(runs, "two"))) != saved:
         fail(f"{name}: 2 processes wrote {sorted(os.listdir(os.path.join(runs, 'two')))}, expected {saved}")
     leftovers = [f for f in os.listdir(os.path.join(runs, "two")) if "tmp" in f]

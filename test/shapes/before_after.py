@@ -13,9 +13,15 @@ training code it left unmigrated in the output (`x.backward()`,
 `std::cout`/`printf` in training code outside the Fabric), whether the
 output compiles against that build's runtime headers (g++ -fsyntax-only,
 single files only), and for CMake projects whether the output tree has
-its CMakeLists.txt (so `cmake -S OUT` can build). It is a report for a
-person, not a test: CI runs the shapes through test/e2e/run_e2e.py.
+its CMakeLists.txt (so `cmake -S OUT` can build). With `--run FABRIC_BUILD`
+each single-file output that builds is also compiled against the runtime
+of FABRIC_BUILD (its lib/ and the sources' runtime/include, the current
+one: it has FABRIC_CHECK_SYNC) and run on 2 CPU ranks with the sync check,
+next to the original: whether the ranks stay in sync, and the last line
+printed by each. It is a report for a person, not a test: CI runs the
+shapes through test/e2e/run_e2e.py.
 """
+import concurrent.futures
 import argparse
 import glob
 import json
@@ -88,6 +94,43 @@ def compiles(out, runtime_include):
     return "does not build: " + first.split("error:", 1)[-1].strip()[:90]
 
 
+def train(out, shape_dir, fabric_build, runtime_include, work):
+    """Compiles the output against the current runtime and runs it on 2 ranks next to the original."""
+    flags = ["-std=c++17", "-O1", "-DUSE_DISTRIBUTED", "-DUSE_C10D_GLOO", "-isystem", runtime_include, *TORCH_INCLUDES]
+    libs = ["-L" + os.path.join(fabric_build, "lib"), "-Wl,-rpath," + os.path.join(fabric_build, "lib"), "-lfabric",
+            "-ltorch", "-ltorch_cpu", "-lc10"]
+    migrated, original = os.path.join(work, "migrated.bin"), os.path.join(work, "original.bin")
+    if run(["g++", *flags, os.path.join(out, "train.cpp"), "-o", migrated, *libs]).returncode != 0:
+        return "does not link against the current runtime"
+    if run(["g++", *flags, os.path.join(shape_dir, "train.cpp"), "-o", original, *libs]).returncode != 0:
+        return "the original does not build"
+    runs = {}
+    for label, binary, env in (("original", original, {}),
+                               ("2 ranks", migrated, {"LT_ACCELERATOR": "cpu", "LT_DEVICES": "2", "FABRIC_CHECK_SYNC": "1"})):
+        cwd = os.path.join(work, "run-" + label.replace(" ", "-"))
+        os.makedirs(cwd, exist_ok=True)
+        try:
+            runs[label] = subprocess.run([binary], cwd=cwd, env={**os.environ, **env}, capture_output=True, text=True,
+                                         timeout=120)
+        except subprocess.TimeoutExpired:
+            return "2 ranks: hung (120 s)"
+    two = runs["2 ranks"]
+    last = lambda r: (r.stdout.strip().splitlines() or [""])[-1]
+    passed = re.search(r"sync check passed: (\d+) steps", two.stderr)
+    if passed and int(passed.group(1)) > 0:
+        sync = f"ranks in sync ({passed.group(1)} steps compared)"
+    elif passed:
+        sync = "no step went through the Fabric: nothing kept the ranks in sync"
+    elif "differ" in two.stderr or "sync check" in two.stderr:
+        sync = "ranks NOT in sync"
+    else:
+        sync = f"exit {two.returncode}"
+    lines = two.stdout.strip().splitlines()
+    twice = len(lines) - len(set(lines))
+    return (f"2 ranks: {sync}" + (f", {twice} lines printed twice" if twice else "") +
+            f"; original's last line `{last(runs['original'])}`, 2 ranks' `{last(two)}`")
+
+
 def describe(code, report, out, project, runtime_include):
     if report is None:
         return f"exit {code}, no report"
@@ -115,20 +158,30 @@ def main():
     parser.add_argument("--after", required=True)
     parser.add_argument("--after-runtime", required=True)
     parser.add_argument("--shape", action="append")
+    parser.add_argument("--run", metavar="FABRIC_BUILD",
+                        help="also train single-file outputs on 2 ranks against this build's runtime")
     args = parser.parse_args()
     shapes = args.shape or sorted(os.path.basename(d) for d in glob.glob(os.path.join(HERE, "*"))
                                   if os.path.isdir(d))
-    for shape in shapes:
+    def report(shape):
         shape_dir = os.path.join(HERE, shape)
-        print(f"## {shape}", flush=True)
+        lines = [f"## {shape}"]
         for label, fabricize, runtime in (("before", args.before, args.before_runtime),
                                           ("after", args.after, args.after_runtime)):
             work = tempfile.mkdtemp(prefix=f"shape-{label}-")
             try:
                 code, report, out, project = migrate(os.path.abspath(fabricize), shape_dir, work)
-                print(f"- {label}: {describe(code, report, out, project, os.path.abspath(runtime))}", flush=True)
+                text = describe(code, report, out, project, os.path.abspath(runtime))
+                if args.run and not project and text.endswith("builds"):
+                    text += "; " + train(out, shape_dir, os.path.abspath(args.run),
+                                         os.path.abspath(args.after_runtime), work)
+                lines.append(f"- {label}: {text}")
             finally:
                 shutil.rmtree(work, ignore_errors=True)
+        return "\n".join(lines)
+    with concurrent.futures.ThreadPoolExecutor(max_workers=2) as pool:
+        for text in pool.map(report, shapes):
+            print(text, flush=True)
     return 0
 
 
