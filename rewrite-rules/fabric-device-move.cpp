@@ -63,6 +63,12 @@ Rule makeDeviceMoveRule(const FabricOptions&) {
       hasArgument(0, loaderBatch()), statementOnly,
       inFabricScope());
 
+  // Outside every function (a global, a member's default initializer) the
+  // move runs before any Fabric exists: a person moves it into code that
+  // has one.
+  auto beforeAnyFabric = cxxMemberCallExpr(tensorDeviceMove(expr()), unless(fixedIndex),
+                                           unless(inFabricScope()));
+
   auto setUpModule = "the Fabric's setup moves the model to its device";
   auto batch = "the Fabric loader already delivers batches on the device";
   auto other = "move to the device this rank trains on";
@@ -97,6 +103,10 @@ Rule makeDeviceMoveRule(const FabricOptions&) {
                        cat(other)),
               makeRule(cxxMemberCallExpr(tensorMove, unless(hasArgument(0, givenDevice))),
                        changeTo(node("device"), edits::fabricMember("device()")), cat(other)),
+              makeRule(beforeAnyFabric.bind("call"), noopEdit(node("call")),
+                       cat("a device move outside any function runs before the Fabric exists: create the "
+                           "tensor on the CPU here and move it with .to(fabric.device()) in code that has "
+                           "the Fabric")),
               // Tensors created on CUDA: `TensorOptions().device(kCUDA)`, and a
               // factory given a CUDA device as its options, `torch::ones({2}, kCUDA)`.
               makeRule(cxxMemberCallExpr(callee(cxxMethodDecl(hasName("device"), ofClass(hasAnyName("::c10::TensorOptions", "::at::TensorOptions")))),

@@ -22,8 +22,9 @@ files (one precompiled <torch/torch.h> injected per target, for speed).
     runtime compares every parameter across the ranks after every step, and
     the job must end with its "sync check passed" line (after at least one
     step on 2 ranks); and the last value of every metric the program prints
-    after a loss or accuracy word on 2 ranks equals the 1-process run's within
-    LOSS_RTOL (losses) / ACC_ATOL (accuracies)
+    after a loss or accuracy word on 2 ranks equals the 1-process run's after
+    as many optimizer steps (interpolated) within LOSS_RTOL (losses) /
+    ACC_ATOL (accuracies)
     (metrics keep their meaning: a sum over this rank's shard divided by the
     data set's size would be half the 1-process value).
 A manifest (--manifest, JSON: {program: {...}}) states per program what the
@@ -347,30 +348,73 @@ def check_findings(args, name, expect):
         fail(f"{name}: error-level findings {unexpected}: training code left without the Fabric")
 
 
-def compare_metrics(name, one_lines, two_lines, loss_word="loss"):
-    """The last line of each shape: same metrics on 2 ranks as on 1, within tolerance."""
+STEP_COUNTER = re.compile(r"\b(?:step|iter|iteration|batch)\s*[:=#]?\s*(\d+)\b", re.I)
+
+
+def at_steps(lines, total_steps):
+    """Each line with the optimizer step it speaks for, by shape.
+
+    A line that names its step (`step 30 loss 0.8`) speaks for that step; the
+    lines of a shape that do not (`epoch 2 loss 1.7`) split the run's steps
+    evenly, each speaking for the middle of its share (an epoch's average
+    loss is the loss around its middle)."""
+    by_shape = {}
+    for line in lines:
+        by_shape.setdefault(shape_and_numbers(line)[0], []).append(line)
+    timed = {}
+    for shape, group in by_shape.items():
+        points = []
+        for i, line in enumerate(group):
+            named = STEP_COUNTER.search(line)
+            points.append((float(named.group(1)) if named else (i + 0.5) * total_steps / len(group), line))
+        timed[shape] = points
+    return timed
+
+
+def interpolate(points, step, index, metric):
+    """The value of the index-th metric of a shape's lines at a step, linearly
+    between the lines around it (clamped at both ends)."""
+    curve = sorted((t, float(metric.findall(line)[index][1])) for t, line in points
+                   if len(metric.findall(line)) > index)
+    if not curve:
+        return None, None
+    if step <= curve[0][0]:
+        return curve[0][1], curve[0][0]
+    for (t0, v0), (t1, v1) in zip(curve, curve[1:]):
+        if step <= t1:
+            return v0 + (v1 - v0) * (step - t0) / max(t1 - t0, 1e-12), step
+    return curve[-1][1], curve[-1][0]
+
+
+def compare_metrics(name, one_lines, one_steps, two_lines, two_steps, loss_word="loss"):
+    """The last line of each shape on 2 ranks against the 1-process run after
+    as many optimizer steps: the same metrics, within tolerance.
+
+    2 ranks take half the steps per epoch (each rank's shard, the same
+    per-rank batch, so twice the global batch): after epoch e they have made
+    as many steps as 1 process after epoch e/2, and that is where their
+    losses are comparable."""
     metric = METRIC if loss_word == "loss" else re.compile(
         r"\b([A-Za-z_]*(?:loss|acc|" + re.escape(loss_word) + r")[A-Za-z_]*)\s*[:=]?\s*(" + NUMBER.pattern + ")", re.I)
-    def last_by_shape(lines):
-        last = {}
-        for line in lines:
-            last[shape_and_numbers(line)[0]] = line
-        return last
-    one, two = last_by_shape(one_lines), last_by_shape(two_lines)
+    one, two = at_steps(one_lines, one_steps), at_steps(two_lines, two_steps)
     worst, compared = 0.0, 0
-    for shape, line2 in two.items():
+    for shape, points in two.items():
         if shape not in one:
             continue
-        line1 = one[shape]
-        for (word, a), (_, b) in zip(metric.findall(line1), metric.findall(line2)):
-            a, b = float(a), float(b)
+        step, line2 = points[-1]
+        for index, (word, b) in enumerate(metric.findall(line2)):
+            a, at = interpolate(one[shape], step, index, metric)
+            if a is None:
+                continue
+            b = float(b)
             compared += 1
             accuracy = "acc" in word.lower()
             rtol, atol = (0.0, ACC_ATOL) if accuracy else (LOSS_RTOL, LOSS_ATOL)
             if not math.isclose(a, b, rel_tol=rtol, abs_tol=atol):
-                fail(f"{name}: 2 ranks print {word} {b} where 1 process prints {a} (tolerance: accuracies "
-                     f"{ACC_ATOL}, losses {LOSS_RTOL:.0%}): a metric that lost its meaning?\n"
-                     f"  1 process: {line1}\n  2 ranks:   {line2}")
+                fail(f"{name}: 2 ranks print {word} {b} after {step:.0f} optimizer steps where 1 process "
+                     f"has {word} {a:.6g} after {at:.0f} (tolerance: accuracies {ACC_ATOL}, losses "
+                     f"{LOSS_RTOL:.0%}): a metric that lost its meaning?\n  2 ranks:   {line2}\n"
+                     f"  1 process: " + "\n             ".join(line for _, line in one[shape]))
             worst = max(worst, abs(a - b) / max(abs(a), 1e-12))
     if compared == 0:
         fail(f"{name}: no loss or accuracy printed by both runs to compare")
@@ -403,8 +447,7 @@ def run_program(args):
                          {**cpu, "LT_DEVICES": "1"}, args.timeout, argv)
     if one.returncode != 0:
         fail(f"{name}: the migrated program on 1 process exited {one.returncode}")
-    if args.sync_check:
-        sync_steps(one.stderr, name, "1 process")
+    one_steps = sync_steps(one.stderr, name, "1 process")[0] if args.sync_check else 0
 
     # 1 process trains exactly like the original.
     expected = original.stdout.strip().splitlines()
@@ -469,7 +512,7 @@ def run_program(args):
         fail(f"{name}: the loss did not fall on 2 processes: {curve}")
     metric_diff = None
     if args.sync_check and expect.get("compare", True):
-        metric_diff = compare_metrics(name, got, lines, loss_word)
+        metric_diff = compare_metrics(name, got, one_steps, lines, steps, loss_word)
     if sorted(os.listdir(os.path.join(runs, "two"))) != saved:
         fail(f"{name}: 2 processes wrote {sorted(os.listdir(os.path.join(runs, 'two')))}, expected {saved}")
     leftovers = [f for f in os.listdir(os.path.join(runs, "two")) if "tmp" in f]

@@ -13,6 +13,10 @@ torch::Tensor to_gpu(torch::Tensor x) { return x.cuda(); }
 // CHECK-DAG: cuda-anywhere.cpp:[[@LINE+1]]:48: warning: not migrated (move to the device this rank trains on): nothing in the project calls `unused`{{.*}}[fabric-device-move]
 torch::Tensor unused(torch::Tensor x) { return x.cuda(); }
 
+// At namespace scope no Fabric exists yet: reported, without a fix.
+// CHECK-DAG: cuda-anywhere.cpp:[[@LINE+1]]:23: warning: a device move outside any function runs before the Fabric exists{{.*}}[fabric-device-move]
+torch::Tensor kMean = torch::ones({3}).cuda();
+
 class Trainer {
  public:
   explicit Trainer(fabric::Fabric& fabric) : fabric_(fabric) {}
@@ -35,6 +39,7 @@ int main() {
   return 0;
 }
 // The fix for the helper passes the Fabric in; the fixed index gets no fix.
-// RUN: not grep -F '{22:55' %t.out
+// RUN: not grep -F '{26:55' %t.out
+// RUN: not grep -F '{18:23' %t.out
 // CHECK-DAG: fix-it: {{.*}}"fabric::Fabric& fabric, "
 // CHECK-DAG: fix-it: {{.*}}"x.to(fabric.device())"

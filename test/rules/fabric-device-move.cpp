@@ -29,6 +29,17 @@ torch::Tensor noise_on(fabric::Fabric& f) { return torch::randn({2}).cuda(); }
 // CHECK: {{^}}torch::Tensor place(torch::Tensor x, const torch::Device& device) { return x.to(device); }
 torch::Tensor place(torch::Tensor x, const torch::Device& device) { return x.to(device); }
 
+// Outside every function the move runs before any Fabric exists: reported,
+// left as it is.
+// CHECK: {{^}}torch::Tensor global_mean = torch::ones({3}).cuda();
+// CHECK: {{^}}  torch::Tensor scale = torch::ones({1}).cuda();
+// MSG-DAG: fabric-device-move.cpp:[[@LINE+2]]:29: warning: a device move outside any function runs before the Fabric exists{{.*}}[fabric-device-move]
+// MSG-DAG: fabric-device-move.cpp:[[@LINE+3]]:25: warning: a device move outside any function{{.*}}[fabric-device-move]
+torch::Tensor global_mean = torch::ones({3}).cuda();
+struct Normalizer {
+  torch::Tensor scale = torch::ones({1}).cuda();
+};
+
 // The set-up model's move goes; its dtype conversion stays. A frozen module
 // without an optimizer still needs the device.
 // CHECK: {{^  }}Net model;

@@ -7,13 +7,22 @@ struct NetImpl : torch::nn::Module {
 };
 TORCH_MODULE(Net);
 
+struct Points : torch::data::datasets::Dataset<Points> {
+  torch::data::Example<> get(size_t i) override {
+    torch::Tensor x = torch::randn({4});
+    return {x, x};
+  }
+  torch::optional<size_t> size() const override { return 80; }
+};
+
 int main() {
   torch::Device device(torch::kCUDA);
   Net model;
   model->to(device);
   torch::optim::SGD optimizer(model->parameters(), 0.1);
-  for (int step = 0; step < 10; ++step) {
-    torch::Tensor x = torch::randn({8, 4}).to(device);
+  auto loader = torch::data::make_data_loader(Points().map(torch::data::transforms::Stack<>()), 8);
+  for (auto& batch : *loader) {
+    torch::Tensor x = batch.data.to(device);
     optimizer.zero_grad();
     torch::Tensor loss = torch::mse_loss(model->forward(x), x);
     loss.backward();
