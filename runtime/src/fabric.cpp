@@ -4,6 +4,7 @@
 #include "checkpoint_load.h"
 #include "job_monitor.h"
 #include "launcher.h"
+#include "rendezvous.h"
 #include "strategy.h"
 #include "sync_check.h"
 
@@ -34,122 +35,11 @@
 #include <c10/cuda/CUDAFunctions.h>
 #endif
 
-// ---- the rendezvous store of a loopback job listens on loopback only --------
-// c10d's TCPStore server binds the wildcard address (every interface) and
-// takes no bind address (LibTorch 1.13; 2.x only adds a pre-bound fd). When
-// the job's MASTER_ADDR is a loopback address nobody outside this machine
-// has to reach the store, so while rank 0 constructs it this thread's binds
-// of a wildcard address are narrowed to loopback (IPv4 127.0.0.1, IPv6 the
-// v4-mapped ::ffff:127.0.0.1, which serves the clients' 127.0.0.1). Every
-// other bind of the process passes through unchanged.
-namespace fabric::detail {
-namespace {
-thread_local bool narrow_wildcard_binds_to_loopback = false;
-} // namespace
-} // namespace fabric::detail
-
-extern "C" int bind(int fd, const struct sockaddr* address, socklen_t length) noexcept {
-  using Bind = int (*)(int, const struct sockaddr*, socklen_t);
-  static const Bind next = reinterpret_cast<Bind>(::dlsym(RTLD_NEXT, "bind"));
-  if (next == nullptr) {
-    errno = ENOSYS;
-    return -1;
-  }
-  if (fabric::detail::narrow_wildcard_binds_to_loopback && address != nullptr) {
-    if (address->sa_family == AF_INET && length >= sizeof(sockaddr_in)) {
-      sockaddr_in narrowed;
-      std::memcpy(&narrowed, address, sizeof narrowed);
-      if (narrowed.sin_addr.s_addr == htonl(INADDR_ANY)) {
-        narrowed.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        return next(fd, reinterpret_cast<const sockaddr*>(&narrowed), sizeof narrowed);
-      }
-    } else if (address->sa_family == AF_INET6 && length >= sizeof(sockaddr_in6)) {
-      sockaddr_in6 narrowed;
-      std::memcpy(&narrowed, address, sizeof narrowed);
-      if (IN6_IS_ADDR_UNSPECIFIED(&narrowed.sin6_addr)) {
-        static const unsigned char mapped_loopback[16] = {0, 0, 0, 0, 0, 0, 0, 0,
-                                                          0, 0, 0xff, 0xff, 127, 0, 0, 1};
-        std::memcpy(&narrowed.sin6_addr, mapped_loopback, sizeof mapped_loopback);
-        return next(fd, reinterpret_cast<const sockaddr*>(&narrowed), sizeof narrowed);
-      }
-    }
-  }
-  return next(fd, address, length);
-}
-
 namespace fabric {
 namespace detail {
 
 namespace {
-// An IPv4 loopback MASTER_ADDR (the runtime's and fabric-run's default
-// 127.0.0.1): the clients connect over IPv4 loopback, which the narrowed
-// listener serves. Names ("localhost") and ::1 are left as they are.
-bool is_loopback_address(const std::string& host) { return host.rfind("127.", 0) == 0; }
-
-// Narrows this thread's wildcard binds to loopback while it lives.
-class LoopbackBindScope {
- public:
-  explicit LoopbackBindScope(bool active) : previous_(narrow_wildcard_binds_to_loopback) {
-    narrow_wildcard_binds_to_loopback = active || previous_;
-  }
-  ~LoopbackBindScope() { narrow_wildcard_binds_to_loopback = previous_; }
-  LoopbackBindScope(const LoopbackBindScope&) = delete;
-  LoopbackBindScope& operator=(const LoopbackBindScope&) = delete;
-
- private:
-  bool previous_;
-};
-
 std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
-
-// Every rank of a job must have been started with the same world size: a
-// rank started by hand with another WORLD_SIZE would otherwise fail deep in
-// Gloo's rendezvous ("enforce fail at address.cc") or wait for ranks that
-// never come. Each rank publishes its own; rank 0 checks everybody's, the
-// others check rank 0's (each get waits at most Options::timeout).
-void check_same_world_size(c10d::Store& store, const ProcessPlacement& placement,
-                           std::chrono::milliseconds timeout) {
-  const auto key = [](int rank) { return "fabric/world_size/" + std::to_string(rank); };
-  const std::string mine = std::to_string(placement.world_size);
-  // The first exchange with the store: a MASTER_PORT that another program
-  // holds answers nothing, or nonsense.
-  const auto exchange = [&](auto&& operation) {
-    try {
-      return operation();
-    } catch (const std::exception& error) {
-      const std::string cause = first_line(error.what());
-      if (cause.find("timed out") != std::string::npos ||
-          cause.find("Timed out") != std::string::npos) {
-        throw;  // a rank that did not come: said by the caller
-      }
-      throw std::runtime_error(
-          "fabric: rank " + std::to_string(placement.global_rank) +
-          " got no valid answer from the rendezvous store at " + placement.master_addr + ":" +
-          std::to_string(placement.master_port) + " within " + std::to_string(timeout.count()) +
-          " ms (Options::timeout); is MASTER_PORT held by another program? Store error: " + cause);
-    }
-  };
-  exchange([&] {
-    store.set(key(placement.global_rank), std::vector<uint8_t>(mine.begin(), mine.end()));
-    return 0;
-  });
-  const auto check = [&](int rank) {
-    const std::vector<uint8_t> bytes = exchange([&] { return store.get(key(rank)); });
-    const std::string theirs(bytes.begin(), bytes.end());
-    if (theirs != mine) {
-      throw std::runtime_error("fabric: rank " + std::to_string(rank) +
-                               " was started with world size " + theirs + ", rank " +
-                               std::to_string(placement.global_rank) + " with " + mine +
-                               ": every rank of a job needs the same WORLD_SIZE (check the "
-                               "launcher's environment of each rank)");
-    }
-  };
-  if (placement.global_rank == 0) {
-    for (int rank = 1; rank < placement.world_size; ++rank) check(rank);
-  } else {
-    check(0);
-  }
-}
 
 constexpr size_t kMiB = 1024 * 1024;
 // PyTorch DDP's defaults.
@@ -164,6 +54,7 @@ class FabricState {
  public:
   Options options;
   ProcessPlacement placement;
+  JobLayout layout;  // who is where, once launched
   torch::Device device{torch::kCPU};
   bool launched = false;
   int64_t log_calls = 0;
@@ -239,13 +130,31 @@ class FabricState {
       // timeout has waited long enough already.
       const auto patience = timed_out ? std::chrono::milliseconds(0) : std::chrono::seconds(3);
       if (wait_for_known_failure(patience)) wait_for_exit_in_progress();
+      const std::string error_line = message.substr(0, message.find('\n'));
       if (timed_out) {
         throw std::runtime_error(
             std::string("fabric: ") + what + " on rank " + std::to_string(placement.global_rank) +
             " timed out after " + std::to_string(options.timeout().count()) +
             " ms (Options::timeout): another rank did not join it in time; it is stuck, far "
-            "slower, or on a different code path. Collective error: " +
-            message.substr(0, message.find('\n')));
+            "slower, or on a different code path" +
+            (placement.num_nodes > 1
+                 ? ", or the network between the nodes failed (ranks on other nodes: " +
+                       layout.describe_other_nodes(placement.node_rank) + ")"
+                 : std::string()) +
+            ". Collective error: " + error_line);
+      }
+      // A whole node gone (killed, out of memory, powered off): no launcher
+      // here saw its ranks end, so say which node this rank lost.
+      if (placement.num_nodes > 1) {
+        const std::string lost = describe_lost_peer(layout, placement, message);
+        if (!lost.empty()) {
+          throw std::runtime_error(
+              std::string("fabric: ") + what + " on rank " + std::to_string(placement.global_rank) +
+              " (node " + std::to_string(placement.node_rank) + ") failed: " + lost +
+              ". Its processes ended (killed, out of memory, a crash, the machine went down) or "
+              "the network to it failed; the job cannot go on: restart it on every node (from "
+              "the last checkpoint). Collective error: " + error_line);
+        }
       }
       throw;
     }
@@ -659,9 +568,9 @@ void Fabric::launch() {
     // must not block here before it has started the other ranks.
     store_options.waitWorkers = false;
     store_options.timeout = state.options.timeout();
-    // Rank 0 serves the store: on loopback only when every rank reaches it there.
-    detail::LoopbackBindScope loopback(store_options.isServer &&
-                                       detail::is_loopback_address(placement.master_addr));
+    // Rank 0 serves the store on the address the ranks connect to only
+    // (loopback for a single-node job), not on every interface.
+    detail::BindScope bind_scope(store_options.isServer ? detail::store_bind_address(placement) : "");
     const std::string where = placement.master_addr + ":" + std::to_string(placement.master_port);
     c10::intrusive_ptr<c10d::TCPStore> store;
     try {
@@ -699,9 +608,16 @@ void Fabric::launch() {
   }
 
   state.collective([&] {
-    detail::check_same_world_size(*state.store, placement, state.options.timeout());
+    const detail::GlooAddress address = detail::gloo_address(placement);
+    state.layout = detail::check_job(*state.store, placement, state.options.timeout(), address.address);
     if (state.device.is_cuda()) {
 #ifdef USE_C10D_NCCL
+      // NCCL's bootstrap picks its own interface; across nodes, the one
+      // that reaches node 0 unless the user named one.
+      if (placement.num_nodes > 1 && std::getenv("NCCL_SOCKET_IFNAME") == nullptr) {
+        const std::string interface = detail::interface_with_address(address.address);
+        if (!interface.empty()) ::setenv("NCCL_SOCKET_IFNAME", interface.c_str(), 0);
+      }
       state.group = detail::c10d_compat::make_nccl_group(state.store, placement.global_rank,
                                                          placement.world_size,
                                                          state.options.timeout());
@@ -709,12 +625,15 @@ void Fabric::launch() {
 #endif
     }
     detail::c10d_compat::GlooDevice gloo_device;
-    if (const char* interface = std::getenv("GLOO_SOCKET_IFNAME")) {
-      gloo_device = c10d::ProcessGroupGloo::createDeviceForInterface(interface);
-    } else if (placement.num_nodes == 1) {
-      gloo_device = c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1");
-    } else {
-      gloo_device = c10d::ProcessGroupGloo::createDefaultDevice();
+    try {
+      gloo_device = address.interface.empty()
+                        ? c10d::ProcessGroupGloo::createDeviceForHostname(address.address)
+                        : c10d::ProcessGroupGloo::createDeviceForInterface(address.interface);
+    } catch (const std::exception& error) {
+      throw std::runtime_error("fabric: rank " + std::to_string(placement.global_rank) +
+                               " cannot open Gloo's network device on " +
+                               (address.interface.empty() ? address.address : address.interface) +
+                               " (" + address.why + "): " + detail::first_line(error.what()));
     }
     state.group = detail::c10d_compat::make_gloo_group(state.store, placement.global_rank,
                                                        placement.world_size,
