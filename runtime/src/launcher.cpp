@@ -1,4 +1,5 @@
 #include "launcher.h"
+#include "environment_variables.h"
 
 #include <fcntl.h>
 #include <pthread.h>
@@ -35,21 +36,6 @@ namespace {
 constexpr const char* kChannelVariable = "FABRIC_LAUNCHER_FD";
 // Sent by a child once it has joined the process group.
 constexpr char kJoinedByte = 'J';
-
-std::optional<long> integer_variable(const char* name) {
-  const char* text = std::getenv(name);
-  if (text == nullptr || *text == '\0') return std::nullopt;
-  char* end = nullptr;
-  errno = 0;
-  const long value = std::strtol(text, &end, 10);
-  if (errno != 0 || end == text) return std::nullopt;
-  return value;
-}
-
-std::string string_variable(const char* name, const std::string& fallback = "") {
-  const char* text = std::getenv(name);
-  return text != nullptr && *text != '\0' ? std::string(text) : fallback;
-}
 
 } // namespace
 
@@ -451,83 +437,9 @@ class LaunchState {
   int rank_ = 0;                 // child: its global rank, for messages
 };
 
-// SLURM_NODELIST "node[03-05,07],gpu1" -> "node03" (the first host).
-std::string first_slurm_host(const std::string& nodelist) {
-  std::string entry;
-  int depth = 0;
-  for (char c : nodelist) {
-    if (c == ',' && depth == 0) break;
-    depth += c == '[' ? 1 : c == ']' ? -1 : 0;
-    entry += c;
-  }
-  const auto open = entry.find('[');
-  if (open == std::string::npos) return entry;
-  const std::string range = entry.substr(open + 1);
-  return entry.substr(0, open) + range.substr(0, range.find_first_of(",-]"));
-}
-
 } // namespace
 
-std::optional<ProcessPlacement> placement_from_environment() {
-  ProcessPlacement placement;
-  if (integer_variable("RANK") && integer_variable("WORLD_SIZE")) {
-    placement.global_rank = static_cast<int>(*integer_variable("RANK"));
-    placement.world_size = static_cast<int>(*integer_variable("WORLD_SIZE"));
-    placement.local_rank =
-        static_cast<int>(integer_variable("LOCAL_RANK").value_or(placement.global_rank));
-    placement.local_world_size =
-        static_cast<int>(integer_variable("LOCAL_WORLD_SIZE").value_or(placement.world_size));
-    placement.node_rank = static_cast<int>(
-        integer_variable("GROUP_RANK").value_or(integer_variable("NODE_RANK").value_or(0)));
-    placement.master_addr = string_variable("MASTER_ADDR", "127.0.0.1");
-    placement.master_port = static_cast<int>(integer_variable("MASTER_PORT").value_or(29500));
-    placement.launcher = std::getenv(kChannelVariable) != nullptr ? "fabric" : "torchrun";
-  } else if (integer_variable("SLURM_NTASKS").value_or(1) > 1 && integer_variable("SLURM_PROCID") &&
-             string_variable("SLURM_JOB_NAME") != "bash" &&
-             string_variable("SLURM_JOB_NAME") != "interactive") {
-    // As Lightning: srun started every rank; an interactive allocation did not.
-    placement.global_rank = static_cast<int>(*integer_variable("SLURM_PROCID"));
-    placement.world_size = static_cast<int>(*integer_variable("SLURM_NTASKS"));
-    placement.local_rank = static_cast<int>(integer_variable("SLURM_LOCALID").value_or(0));
-    placement.node_rank = static_cast<int>(integer_variable("SLURM_NODEID").value_or(0));
-    const long nodes = std::max(1L, integer_variable("SLURM_NNODES").value_or(1));
-    placement.local_world_size = static_cast<int>(
-        integer_variable("SLURM_NTASKS_PER_NODE").value_or(placement.world_size / nodes));
-    placement.master_addr =
-        string_variable("MASTER_ADDR", first_slurm_host(string_variable("SLURM_NODELIST")));
-    const std::string job = string_variable("SLURM_JOB_ID", "0");
-    const int default_port =
-        10000 + std::atoi(job.substr(job.size() > 4 ? job.size() - 4 : 0).c_str());
-    placement.master_port = static_cast<int>(integer_variable("MASTER_PORT").value_or(default_port));
-    placement.launcher = "slurm";
-  } else if (integer_variable("OMPI_COMM_WORLD_SIZE").value_or(1) > 1 &&
-             integer_variable("OMPI_COMM_WORLD_RANK")) {
-    placement.global_rank = static_cast<int>(*integer_variable("OMPI_COMM_WORLD_RANK"));
-    placement.world_size = static_cast<int>(*integer_variable("OMPI_COMM_WORLD_SIZE"));
-    placement.local_rank = static_cast<int>(integer_variable("OMPI_COMM_WORLD_LOCAL_RANK").value_or(0));
-    placement.local_world_size = static_cast<int>(
-        integer_variable("OMPI_COMM_WORLD_LOCAL_SIZE").value_or(placement.world_size));
-    placement.node_rank = placement.global_rank / std::max(1, placement.local_world_size);
-    placement.master_addr = string_variable("MASTER_ADDR", "127.0.0.1");
-    placement.master_port = static_cast<int>(integer_variable("MASTER_PORT").value_or(29500));
-    placement.launcher = "mpi";
-  } else {
-    return std::nullopt;
-  }
-  placement.local_world_size = std::max(1, placement.local_world_size);
-  placement.num_nodes =
-      (placement.world_size + placement.local_world_size - 1) / placement.local_world_size;
-  if (placement.world_size < 1 || placement.global_rank < 0 ||
-      placement.global_rank >= placement.world_size || placement.local_rank < 0 ||
-      placement.local_rank >= placement.local_world_size) {
-    throw std::runtime_error("fabric: inconsistent " + placement.launcher +
-                             " environment: rank " + std::to_string(placement.global_rank) +
-                             ", world size " + std::to_string(placement.world_size) +
-                             ", local rank " + std::to_string(placement.local_rank) +
-                             ", local world size " + std::to_string(placement.local_world_size));
-  }
-  return placement;
-}
+bool started_by_fabric_launcher() { return std::getenv(kChannelVariable) != nullptr; }
 
 void start_local_ranks(const ProcessPlacement& self) {
   const std::vector<std::string> arguments = own_command_line();

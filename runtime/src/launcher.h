@@ -29,11 +29,10 @@ struct ProcessPlacement {
   std::string launcher;
 };
 
-// Placement from the environment a launcher left: torchrun / Fabric (RANK,
-// WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE, GROUP_RANK or NODE_RANK,
-// MASTER_ADDR, MASTER_PORT), SLURM (SLURM_PROCID, SLURM_NTASKS, ...) or
-// Open MPI (OMPI_COMM_WORLD_*). nullopt when none is present.
-std::optional<ProcessPlacement> placement_from_environment();
+// Whether Fabric's own launcher (Fabric::launch() on rank 0, fabric-run)
+// started this process. (Where a process is, from any launcher's variables:
+// cluster_environment.h.)
+bool started_by_fabric_launcher();
 
 // Rank 0 side. Re-executes this program (/proc/self/exe, argv from
 // /proc/self/cmdline, never a shell) for local ranks 1..local_world_size-1

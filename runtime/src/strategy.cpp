@@ -99,10 +99,19 @@ void DdpStrategy::forget_module(const torch::nn::Module* module) {
 }
 
 std::unique_ptr<Strategy> make_strategy(const StrategyContext& context) {
-  if (context.strategy == "ddp") return std::make_unique<DdpStrategy>(context);
-  if (context.strategy == "zero1") return make_sharded_strategy(context, 1);
-  if (context.strategy == "zero2") return make_sharded_strategy(context, 2);
-  if (context.strategy == "single_device") return std::make_unique<SingleDeviceStrategy>(context);
+  // Every strategy, by the name Options resolves to. Adding one: its class
+  // in a file of its own with a factory, one line here, and its name (and
+  // aliases) in options.cpp's table of strategy names.
+  using Factory = std::unique_ptr<Strategy> (*)(const StrategyContext&);
+  static const std::pair<const char*, Factory> kStrategies[] = {
+      {"ddp", [](const StrategyContext& c) -> std::unique_ptr<Strategy> { return std::make_unique<DdpStrategy>(c); }},
+      {"zero1", [](const StrategyContext& c) { return make_sharded_strategy(c, 1); }},
+      {"zero2", [](const StrategyContext& c) { return make_sharded_strategy(c, 2); }},
+      {"single_device",
+       [](const StrategyContext& c) -> std::unique_ptr<Strategy> { return std::make_unique<SingleDeviceStrategy>(c); }},
+  };
+  for (const auto& [name, factory] : kStrategies)
+    if (context.strategy == name) return factory(context);
   throw std::logic_error("fabric: no strategy named '" + context.strategy + "'");
 }
 

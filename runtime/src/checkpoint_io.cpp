@@ -1,0 +1,551 @@
+// Checkpoint IO: files written atomically (a temporary, fsync, rename),
+// integrity checks of what LibTorch's archive writer stores (CRC-32 of every
+// record), and fabric::State: save and load of a whole training state.
+#include <fabric/fabric.h>
+
+#include "fabric_state.h"
+
+#include "checkpoint_load.h"
+
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <cmath>
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <fstream>
+#include <iostream>
+#include <stdexcept>
+#include <thread>
+#include <unordered_map>
+#include <unordered_set>
+
+namespace fabric {
+
+namespace detail {
+
+// A fixed name, so that a save interrupted by a crash leaves one stale file
+// that the next save replaces, not one per process id.
+std::string temporary_path_for(const std::string& path) { return path + ".tmp"; }
+
+namespace {
+[[noreturn]] void throw_file_error(const std::string& what, const std::string& path, int error) {
+  throw std::runtime_error("fabric: cannot " + what + " '" + path + "': " + std::strerror(error));
+}
+
+std::string directory_of(const std::string& path) {
+  const auto slash = path.find_last_of('/');
+  if (slash == std::string::npos) return ".";
+  return slash == 0 ? "/" : path.substr(0, slash);
+}
+} // namespace
+
+// LibTorch's archive reader does not check the CRC-32 its writer stores for
+// every record (miniz is built with MINIZ_DISABLE_ZIP_READER_CRC32_CHECKS), so
+// a checkpoint with flipped bytes inside a tensor would load as garbage.
+// Checked here before any load: every stored record's CRC-32 against the
+// central directory (zip64 included). A file that is not a zip archive is left
+// to the reader, whose error says so.
+namespace {
+uint32_t crc32_update(uint32_t crc, const unsigned char* data, size_t size) {
+  static const auto table = [] {
+    std::array<uint32_t, 256> entries{};
+    for (uint32_t i = 0; i < 256; ++i) {
+      uint32_t c = i;
+      for (int k = 0; k < 8; ++k) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+      entries[i] = c;
+    }
+    return entries;
+  }();
+  crc = ~crc;
+  for (size_t i = 0; i < size; ++i) crc = table[(crc ^ data[i]) & 0xFF] ^ (crc >> 8);
+  return ~crc;
+}
+
+uint64_t little_endian(const unsigned char* bytes, int count) {
+  uint64_t value = 0;
+  for (int i = count - 1; i >= 0; --i) value = (value << 8) | bytes[i];
+  return value;
+}
+} // namespace
+
+void verify_checkpoint_checksums(const std::string& path) {
+  const auto damaged = [&path](const std::string& why) {
+    throw CheckpointError("fabric::load: '" + path +
+                          "' is not a readable checkpoint (truncated or corrupted?): " + why +
+                          ". Restore a good copy, or delete it to start without it");
+  };
+  std::ifstream file(path, std::ios::binary);
+  if (!file) return;  // the reader reports it
+  file.seekg(0, std::ios::end);
+  const uint64_t size = static_cast<uint64_t>(file.tellg());
+  const auto read_at = [&](uint64_t offset, uint64_t count) {
+    std::vector<unsigned char> bytes(count);
+    if (offset + count > size) damaged("a zip record points past the end of the file");
+    file.seekg(static_cast<std::streamoff>(offset));
+    file.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(count));
+    if (!file) damaged("cannot read the file");
+    return bytes;
+  };
+  // The end-of-central-directory record: within the last 64 KiB + 22 bytes.
+  const uint64_t tail_size = std::min<uint64_t>(size, 65557);
+  const auto tail = read_at(size - tail_size, tail_size);
+  int64_t end = -1;
+  for (int64_t i = static_cast<int64_t>(tail_size) - 22; i >= 0; --i) {
+    if (little_endian(&tail[i], 4) == 0x06054b50) {
+      end = i;
+      break;
+    }
+  }
+  if (end < 0) return;  // not a zip archive: the reader says so
+  uint64_t entries = little_endian(&tail[end + 10], 2);
+  uint64_t directory_size = little_endian(&tail[end + 12], 4);
+  uint64_t directory_offset = little_endian(&tail[end + 16], 4);
+  const uint64_t end_offset = size - tail_size + static_cast<uint64_t>(end);
+  if ((entries == 0xFFFF || directory_offset == 0xFFFFFFFF) && end_offset >= 20) {
+    const auto locator = read_at(end_offset - 20, 20);
+    if (little_endian(&locator[0], 4) == 0x07064b50) {
+      const auto record = read_at(little_endian(&locator[8], 8), 56);
+      if (little_endian(&record[0], 4) != 0x06064b50) damaged("bad zip64 end record");
+      entries = little_endian(&record[32], 8);
+      directory_size = little_endian(&record[40], 8);
+      directory_offset = little_endian(&record[48], 8);
+    }
+  }
+  const auto directory = read_at(directory_offset, directory_size);
+  std::vector<unsigned char> buffer(1 << 20);
+  uint64_t at = 0;
+  for (uint64_t entry = 0; entry < entries; ++entry) {
+    if (at + 46 > directory.size() || little_endian(&directory[at], 4) != 0x02014b50) {
+      damaged("bad zip central directory");
+    }
+    const unsigned char* header = &directory[at];
+    const uint64_t method = little_endian(header + 10, 2);
+    const uint32_t crc = static_cast<uint32_t>(little_endian(header + 16, 4));
+    uint64_t compressed = little_endian(header + 20, 4);
+    uint64_t uncompressed = little_endian(header + 24, 4);
+    const uint64_t name_length = little_endian(header + 28, 2);
+    const uint64_t extra_length = little_endian(header + 30, 2);
+    const uint64_t comment_length = little_endian(header + 32, 2);
+    uint64_t local = little_endian(header + 42, 4);
+    if (at + 46 + name_length + extra_length > directory.size()) damaged("bad zip central directory");
+    const std::string name(reinterpret_cast<const char*>(header + 46), name_length);
+    // zip64: the 8-byte values of the fields that hold 0xFFFFFFFF, in order.
+    for (uint64_t x = 0; x + 4 <= extra_length;) {
+      const unsigned char* field = header + 46 + name_length + x;
+      const uint64_t id = little_endian(field, 2), length = little_endian(field + 2, 2);
+      if (id == 0x0001) {
+        uint64_t position = 4;
+        for (uint64_t* value : {&uncompressed, &compressed, &local}) {
+          if (*value == 0xFFFFFFFF && position + 8 <= 4 + length) {
+            *value = little_endian(field + position, 8);
+            position += 8;
+          }
+        }
+      }
+      x += 4 + length;
+    }
+    at += 46 + name_length + extra_length + comment_length;
+    if (method != 0) continue;  // LibTorch stores records uncompressed
+    const auto local_header = read_at(local, 30);
+    if (little_endian(&local_header[0], 4) != 0x04034b50) damaged("bad zip record '" + name + "'");
+    uint64_t offset = local + 30 + little_endian(&local_header[26], 2) + little_endian(&local_header[28], 2);
+    if (offset + compressed > size) damaged("record '" + name + "' is cut off");
+    file.seekg(static_cast<std::streamoff>(offset));
+    uint32_t actual = 0;
+    for (uint64_t left = compressed; left > 0;) {
+      const uint64_t chunk = std::min<uint64_t>(left, buffer.size());
+      file.read(reinterpret_cast<char*>(buffer.data()), static_cast<std::streamsize>(chunk));
+      if (!file) damaged("cannot read record '" + name + "'");
+      actual = crc32_update(actual, buffer.data(), chunk);
+      left -= chunk;
+    }
+    if (actual != crc) damaged("record '" + name + "' fails its CRC-32 check");
+  }
+}
+
+void write_file_atomically(const std::string& path, const std::string& bytes) {
+  const std::string temporary = temporary_path_for(path);
+  // Whatever is at the temporary name (a stale file, or a symlink someone
+  // planted) is removed, never followed; O_EXCL|O_NOFOLLOW then refuses
+  // anything that appears there in between.
+  if (::unlink(temporary.c_str()) != 0 && errno != ENOENT) {
+    throw_file_error("remove the old temporary file", temporary, errno);
+  }
+  const int fd =
+      ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd < 0) throw_file_error("create", temporary, errno);
+  const char* data = bytes.data();
+  size_t left = bytes.size();
+  int error = 0;
+  while (left > 0 && error == 0) {
+    const ssize_t written = ::write(fd, data, left);
+    if (written < 0 && errno == EINTR) continue;
+    if (written <= 0) {
+      error = written < 0 ? errno : EIO;
+      break;
+    }
+    data += written;
+    left -= static_cast<size_t>(written);
+  }
+  // The data must be on disk before the rename makes it the checkpoint.
+  if (error == 0 && ::fsync(fd) != 0) error = errno;
+  if (::close(fd) != 0 && error == 0) error = errno;
+  if (error != 0) {
+    ::unlink(temporary.c_str());
+    throw_file_error("write", temporary, error);
+  }
+  // Test hook: a window in which the process can be killed between writing
+  // the temporary file and renaming it.
+  if (const char* pause = std::getenv("FABRIC_TEST_PAUSE_BEFORE_RENAME_S")) {
+    std::fprintf(stderr, "fabric: test hook: pausing before renaming %s\n", temporary.c_str());
+    std::this_thread::sleep_for(std::chrono::duration<double>(std::atof(pause)));
+  }
+  if (::rename(temporary.c_str(), path.c_str()) != 0) {
+    error = errno;
+    ::unlink(temporary.c_str());
+    throw std::runtime_error("fabric: cannot rename '" + temporary + "' to '" + path +
+                             "': " + std::strerror(error));
+  }
+  // Makes the rename itself durable.
+  const int directory = ::open(directory_of(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (directory >= 0) {
+    ::fsync(directory);
+    ::close(directory);
+  }
+}
+
+} // namespace detail
+
+// ---- checkpoints of the whole state ----------------------------------------
+
+namespace {
+
+// Archive keys. Entry names are the user's and may hold any character, but
+// archive keys become module attribute names (no dots), so entries are
+// stored under their index and the names kept in a list.
+constexpr const char* kFormatKey = "fabric_state_format";
+constexpr int64_t kFormatVersion = 1;
+constexpr const char* kNamesKey = "fabric_state_names";
+constexpr const char* kKindsKey = "fabric_state_kinds";
+std::string entry_key(size_t index) { return "entry" + std::to_string(index); }
+constexpr const char* kScaleKey = "fabric_loss_scale";
+constexpr const char* kGrowthTrackerKey = "fabric_loss_scale_growth_tracker";
+
+std::vector<std::string> read_string_list(torch::serialize::InputArchive& archive,
+                                          const char* key, const std::string& path) {
+  c10::IValue value;
+  if (!archive.try_read(key, value) || !value.isList()) {
+    throw CheckpointError("fabric::load: '" + path + "' is not a fabric::State checkpoint (no '" +
+                          key +
+                          "'); was it written by fabric.save(path, object)? Load it with "
+                          "fabric.load(path, object) then");
+  }
+  std::vector<std::string> strings;
+  for (const auto& item : value.toListRef()) strings.push_back(item.toStringRef());
+  return strings;
+}
+
+} // namespace
+
+const char* StateEntry::kind() const noexcept {
+  static const char* const kNames[] = {"module", "optimizer", "tensor", "int64", "int32",
+                                       "double", "float",     "bool",   "string"};
+  return kNames[target_.index()];
+}
+
+State::State(std::initializer_list<StateEntry> entries) {
+  for (const auto& entry : entries) add(entry);
+}
+
+State& State::add(StateEntry entry) {
+  for (const auto& existing : entries_) {
+    if (existing.name() == entry.name()) {
+      throw std::invalid_argument("fabric::State: the name '" + entry.name() +
+                                  "' appears twice");
+    }
+  }
+  entries_.push_back(std::move(entry));
+  return *this;
+}
+
+void Fabric::finish_save(const std::string& path, const std::string& error_on_rank_zero) {
+  detail::FabricState::MonitorScope scope(state_->monitor.get(), "fabric.save()");
+  // Doubles as the barrier after the write: no rank returns before the file
+  // is in place, and a failure on rank 0 throws on every rank.
+  const std::string error = broadcast(error_on_rank_zero, 0);
+  if (!error.empty()) {
+    throw CheckpointError("fabric::save: rank 0 could not write '" + path + "': " + error);
+  }
+}
+
+void Fabric::load_module_file(const std::string& path, torch::nn::Module& module) {
+  detail::FabricState::MonitorScope scope(state_->monitor.get(), "fabric.load()");
+  detail::TensorCopies copies;
+  const auto check = [&] {
+    torch::serialize::InputArchive archive;
+    detail::open_checkpoint(path, archive, device());
+    detail::collect_module_tensors(module, archive, "", copies);
+  };
+  detail::agree_on_load(*this, detail::load_error_of(path, check));
+  detail::copy_module_tensors(copies);
+  state_->strategy->module_loaded(module);
+}
+
+void Fabric::load_other_file(const std::string& path,
+                             const std::function<void(const std::string&)>& read) {
+  detail::FabricState::MonitorScope scope(state_->monitor.get(), "fabric.load()");
+  const auto load = [&] {
+    torch::serialize::InputArchive archive;
+    detail::open_checkpoint(path, archive, device());
+    try {
+      read(path);
+    } catch (const std::exception& error) {
+      throw CheckpointError("fabric::load: '" + path + "': " +
+                            detail::first_line_of(detail::message_of(error)) +
+                            " (does the file hold what is loaded into?)");
+    }
+  };
+  detail::agree_on_load(*this, detail::load_error_of(path, load));
+}
+
+void Fabric::save_optimizer_file(const std::string& path, torch::optim::Optimizer& optimizer) {
+  state_->strategy->check_in_sync("fabric.save()");
+  auto undo = state_->collective(
+      "fabric.save()", [&] { return state_->strategy->gather_optimizer_state(optimizer); });
+  struct Undo {
+    std::function<void()>& step;
+    ~Undo() {
+      if (step) step();
+    }
+  } undo_at_exit{undo};
+  save_with(path, [&optimizer](std::ostream& stream) { torch::save(optimizer, stream); });
+}
+
+void Fabric::load_optimizer_file(const std::string& path, torch::optim::Optimizer& optimizer) {
+  detail::FabricState::MonitorScope scope(state_->monitor.get(), "fabric.load()");
+  torch::serialize::InputArchive archive;
+  const auto open = [&] { detail::open_checkpoint(path, archive, device()); };
+  detail::agree_on_load(*this, detail::load_error_of(path, open));
+  // An optimizer checks its state while it reads it: agreed on separately.
+  const auto load = [&] {
+    try {
+      optimizer.load(archive);
+    } catch (const std::exception& error) {
+      throw CheckpointError("fabric::load: '" + path + "': cannot load the optimizer from it: " +
+                            detail::first_line_of(detail::message_of(error)) +
+                            " (was it saved from this optimizer type, over the same parameters?)");
+    }
+  };
+  detail::agree_on_load(*this, detail::load_error_of(path, load));
+  state_->strategy->optimizer_loaded(optimizer);
+}
+
+void Fabric::save(const std::string& path, const State& state) {
+  const auto& scaler = state_->scaler;
+  // Sharded strategies: rank 0's optimizers hold the whole state while it
+  // writes (the same file a ddp run writes), and only their own afterwards.
+  state_->strategy->check_in_sync("fabric.save()");
+  std::vector<std::function<void()>> undo;
+  struct Undo {
+    std::vector<std::function<void()>>& steps;
+    ~Undo() {
+      for (auto& step : steps) {
+        if (step) step();
+      }
+    }
+  } undo_at_exit{undo};
+  for (const auto& entry : state.entries()) {
+    if (auto* const* optimizer = std::get_if<torch::optim::Optimizer*>(&entry.target())) {
+      undo.push_back(state_->collective("fabric.save()", [&] {
+        return state_->strategy->gather_optimizer_state(**optimizer);
+      }));
+    }
+  }
+  save_with(path, [&state, &scaler](std::ostream& stream) {
+    torch::serialize::OutputArchive archive;
+    c10::List<std::string> names;
+    c10::List<std::string> kinds;
+    for (size_t index = 0; index < state.entries().size(); ++index) {
+      const StateEntry& entry = state.entries()[index];
+      names.push_back(entry.name());
+      kinds.push_back(entry.kind());
+      const std::string key = entry_key(index);
+      std::visit(
+          [&](const auto& target) {
+            using Target = std::decay_t<decltype(target)>;
+            if constexpr (std::is_same<Target, std::shared_ptr<torch::nn::Module>>::value) {
+              torch::serialize::OutputArchive nested;
+              target->save(nested);
+              archive.write(key, nested);
+            } else if constexpr (std::is_same<Target, torch::optim::Optimizer*>::value) {
+              torch::serialize::OutputArchive nested;
+              target->save(nested);
+              archive.write(key, nested);
+            } else if constexpr (std::is_same<Target, torch::Tensor*>::value) {
+              archive.write(key, *target, /*is_buffer=*/true);
+            } else if constexpr (std::is_same<Target, int32_t*>::value) {
+              archive.write(key, c10::IValue(static_cast<int64_t>(*target)));
+            } else if constexpr (std::is_same<Target, float*>::value) {
+              archive.write(key, c10::IValue(static_cast<double>(*target)));
+            } else {
+              archive.write(key, c10::IValue(*target));
+            }
+          },
+          entry.target());
+    }
+    if (scaler.active) {
+      archive.write(kScaleKey, c10::IValue(scaler.scale));
+      archive.write(kGrowthTrackerKey, c10::IValue(scaler.growth_tracker));
+    }
+    archive.write(kFormatKey, c10::IValue(kFormatVersion));
+    archive.write(kNamesKey, c10::IValue(names));
+    archive.write(kKindsKey, c10::IValue(kinds));
+    archive.save_to(stream);
+  });
+}
+
+void Fabric::load(const std::string& path, const State& state, bool strict) {
+  detail::FabricState::MonitorScope scope(state_->monitor.get(), "fabric.load()");
+  const auto fail = [&path](const std::string& why) -> void {
+    throw CheckpointError("fabric::load: '" + path + "': " + why);
+  };
+  torch::serialize::InputArchive archive;
+  std::vector<size_t> file_index_of_entry;
+  // Module entries: their tensors, found and checked before anything is written.
+  std::vector<detail::TensorCopies> module_copies(state.entries().size());
+  // First everything that can be checked, agreed on by every rank before
+  // the first write into the caller's objects; then the writes, agreed on
+  // again (an optimizer checks its state only while it reads it).
+  const auto check = [&] {
+    detail::open_checkpoint(path, archive, device());
+    c10::IValue format;
+    if (!archive.try_read(kFormatKey, format) || !format.isInt()) {
+      fail("not a fabric::State checkpoint; was it written by fabric.save(path, object)? "
+           "Then load it with fabric.load(path, object)");
+    }
+    if (format.toInt() > kFormatVersion) {
+      fail("written by a newer Fabric (format " + std::to_string(format.toInt()) + ")");
+    }
+    const auto names = read_string_list(archive, kNamesKey, path);
+    const auto kinds = read_string_list(archive, kKindsKey, path);
+    if (names.size() != kinds.size()) fail("corrupted: names and kinds differ in number");
+
+    std::vector<std::string> missing;
+    for (const auto& entry : state.entries()) {
+      const auto found = std::find(names.begin(), names.end(), entry.name());
+      if (found == names.end()) {
+        missing.push_back("'" + entry.name() + "'");
+        continue;
+      }
+      const size_t index = static_cast<size_t>(found - names.begin());
+      if (kinds[index] != entry.kind()) {
+        fail("'" + entry.name() + "' holds a " + kinds[index] + " in the checkpoint, but a " +
+             entry.kind() + " was passed to load it into");
+      }
+      file_index_of_entry.push_back(index);
+    }
+    const auto join = [](const std::vector<std::string>& items) {
+      std::string text;
+      for (size_t i = 0; i < items.size(); ++i) text += (i > 0 ? ", " : "") + items[i];
+      return text;
+    };
+    if (!missing.empty()) {
+      std::vector<std::string> held;
+      for (const auto& name : names) held.push_back("'" + name + "'");
+      fail("the checkpoint has no " + join(missing) + " (it holds: " + join(held) + ")");
+    }
+    if (strict) {
+      std::vector<std::string> unknown;
+      for (const auto& name : names) {
+        bool requested = false;
+        for (const auto& entry : state.entries()) requested = requested || entry.name() == name;
+        if (!requested) unknown.push_back("'" + name + "'");
+      }
+      if (!unknown.empty()) {
+        fail("the checkpoint also holds " + join(unknown) +
+             ", which the state does not name (pass strict = false to ignore them)");
+      }
+    }
+    for (size_t position = 0; position < state.entries().size(); ++position) {
+      const StateEntry& entry = state.entries()[position];
+      const auto* module = std::get_if<std::shared_ptr<torch::nn::Module>>(&entry.target());
+      if (module == nullptr) continue;
+      try {
+        torch::serialize::InputArchive nested;
+        archive.read(entry_key(file_index_of_entry[position]), nested);
+        detail::collect_module_tensors(**module, nested, "", module_copies[position]);
+      } catch (const std::exception& error) {
+        fail("cannot load '" + entry.name() + "': " +
+             detail::first_line_of(detail::message_of(error)));
+      }
+    }
+  };
+  const auto apply = [&] {
+    if (state_->scaler.active) {
+      c10::IValue scale;
+      c10::IValue growth_tracker;
+      if (archive.try_read(kScaleKey, scale) && archive.try_read(kGrowthTrackerKey, growth_tracker)) {
+        state_->scaler.scale = scale.toDouble();
+        state_->scaler.growth_tracker = growth_tracker.toInt();
+      }
+    }
+    for (size_t position = 0; position < state.entries().size(); ++position) {
+      const StateEntry& entry = state.entries()[position];
+      const std::string key = entry_key(file_index_of_entry[position]);
+      try {
+        std::visit(
+            [&](const auto& target) {
+              using Target = std::decay_t<decltype(target)>;
+              if constexpr (std::is_same<Target, std::shared_ptr<torch::nn::Module>>::value) {
+                detail::copy_module_tensors(module_copies[position]);
+                state_->strategy->module_loaded(*target);
+              } else if constexpr (std::is_same<Target, torch::optim::Optimizer*>::value) {
+                torch::serialize::InputArchive nested;
+                archive.read(key, nested);
+                target->load(nested);
+                state_->strategy->optimizer_loaded(*target);
+              } else if constexpr (std::is_same<Target, torch::Tensor*>::value) {
+                torch::Tensor loaded;
+                archive.read(key, loaded, /*is_buffer=*/true);
+                *target = loaded;
+              } else {
+                c10::IValue value;
+                archive.read(key, value);
+                if constexpr (std::is_same<Target, int64_t*>::value) {
+                  *target = value.toInt();
+                } else if constexpr (std::is_same<Target, int32_t*>::value) {
+                  *target = static_cast<int32_t>(value.toInt());
+                } else if constexpr (std::is_same<Target, double*>::value) {
+                  *target = value.toDouble();
+                } else if constexpr (std::is_same<Target, float*>::value) {
+                  *target = static_cast<float>(value.toDouble());
+                } else if constexpr (std::is_same<Target, bool*>::value) {
+                  *target = value.toBool();
+                } else {
+                  *target = value.toStringRef();
+                }
+              }
+            },
+            entry.target());
+      } catch (const std::exception& error) {
+        fail("cannot load '" + entry.name() + "': " +
+             detail::first_line_of(detail::message_of(error)));
+      }
+    }
+  };
+  detail::agree_on_load(*this, detail::load_error_of(path, check));
+  detail::agree_on_load(*this, detail::load_error_of(path, apply));
+}
+
+
+} // namespace fabric

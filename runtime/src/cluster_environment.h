@@ -1,0 +1,40 @@
+// Cluster environments: how a process learns its place in the job (global
+// and local rank, world size, node, main address) from the variables the
+// launcher or scheduler that started it set. Lightning Fabric's
+// ClusterEnvironment plugins, as plain functions.
+//
+// Adding one (say PBS): write runtime/src/environments/pbs.cpp defining
+// `std::optional<ProcessPlacement> pbs_placement()` (nullopt when its
+// variables are absent), and list it in cluster_environment.cpp's table
+// (one line; the order is the order of detection). Nothing else changes.
+#pragma once
+
+#include "launcher.h"
+
+#include <optional>
+#include <vector>
+
+namespace fabric {
+
+class Options;
+
+namespace detail {
+
+struct ClusterEnvironment {
+  const char* name;  // also ProcessPlacement::launcher for messages
+  std::optional<ProcessPlacement> (*detect)();
+};
+
+// Every environment, in the order they are tried.
+const std::vector<ClusterEnvironment>& cluster_environments();
+
+// The first environment that detects itself, its placement checked for
+// consistency; nullopt when none did (Fabric then starts the local ranks).
+std::optional<ProcessPlacement> placement_from_environment();
+
+// No launcher: this process is the node's rank 0 and starts the others
+// (devices from the options, nodes from NODE_RANK/MASTER_ADDR/MASTER_PORT).
+ProcessPlacement placement_from_options(const Options& options, int local_processes);
+
+} // namespace detail
+} // namespace fabric
