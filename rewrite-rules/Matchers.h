@@ -3,6 +3,8 @@
 // matcher is a small value so that rules read like the sentence in their doc.
 #pragma once
 
+#include "Types.h"
+
 #include "clang/AST/ASTContext.h"
 #include "clang/AST/DeclTemplate.h"
 #include "clang/ASTMatchers/ASTMatchFinder.h"
@@ -170,10 +172,7 @@ inline Matcher<clang::QualType> optimizerHandleType() {
 // The function (not a lambda inside it) whose body holds `node`.
 const clang::FunctionDecl* enclosingFunction(const clang::DynTypedNode& node, clang::ASTContext& context);
 
-// Whether `type` (a field's, say) holds an optimizer that way.
-bool isOptimizerHandle(clang::QualType type);
-// `record` is the class named `qualifiedName` ("torch::nn::Module") or derives from it.
-bool derivesFrom(const clang::CXXRecordDecl& record, llvm::StringRef qualifiedName);
+// The same test on a type, outside a matcher: isOptimizerHandle (Types.h).
 // The class keeps the Fabric, or will (fabric-thread-fabric: it holds an optimizer).
 bool holdsFabricOrOptimizer(const clang::CXXRecordDecl& record);
 
@@ -246,25 +245,6 @@ inline StatementMatcher fabricSetupOf(Matcher<clang::ValueDecl> decl) {
   return cxxMemberCallExpr(callee(cxxMethodDecl(hasName("setup"), ofClass(fabricClass()))),
                            hasArgument(0, moduleNamed(decl)));
 }
-// A module type: a ModuleHolder, a Module, or a shared_ptr to one.
-inline bool isModuleType(clang::QualType type) {
-  const auto* record = type.getNonReferenceType()->getAsCXXRecordDecl();
-  if (!record || !record->hasDefinition()) return false;
-  if (const auto* spec = llvm::dyn_cast<clang::ClassTemplateSpecializationDecl>(record))
-    if (spec->getQualifiedNameAsString() == "std::shared_ptr" && spec->getTemplateArgs().size() > 0)
-      return isModuleType(spec->getTemplateArgs()[0].getAsType());
-  std::function<bool(const clang::CXXRecordDecl&)> derives = [&](const clang::CXXRecordDecl& r) {
-    std::string name = r.getQualifiedNameAsString();
-    if (name == "torch::nn::Module" || name == "torch::nn::ModuleHolder") return true;
-    if (!r.hasDefinition()) return false;
-    for (const clang::CXXBaseSpecifier& base : r.getDefinition()->bases())
-      if (const auto* parent = base.getType()->getAsCXXRecordDecl())
-        if (derives(*parent)) return true;
-    return false;
-  };
-  return derives(*record);
-}
-
 // The one module member of a class that holds an optimizer (a Trainer): the
 // model it trains, which the Fabric sets up where the class is constructed.
 // With several module members (a frozen teacher, say) none is assumed.

@@ -1,6 +1,6 @@
 #include "Optimizers.h"
 
-#include "Matchers.h"
+#include "Types.h"
 
 #include "clang/AST/ExprCXX.h"
 #include "clang/AST/StmtCXX.h"

@@ -156,8 +156,9 @@ class Session {
 
   // Whether `file`, as clang-tidy leaves it, includes <fabric/fabric.h>
   // itself or through a header of the project: then `fabricize` does not
-  // add the include to the files that include it (tool/main.cpp). Renders
-  // the files with edits on the way, with renderFixed() as migrate does.
+  // add the include to the files that include it (tool/MigrateCommand.cpp).
+  // Renders the files with edits on the way, with renderFixed() as migrate
+  // does.
   bool providesFabric(FileID file) {
     if (auto known = provides_.find(file); known != provides_.end()) return known->second;
     provides_[file] = false;  // an include cycle ends here

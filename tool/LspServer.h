@@ -1,6 +1,6 @@
 // The protocol half of `fabricize lsp`: Content-Length framing, JSON-RPC
 // dispatch, open documents, diagnostics and code actions. What a document's
-// findings are is the analyser's business (Lsp.cpp runs the migrate
+// findings are is the analyser's business (LspCommand.cpp runs the migrate
 // catalogue through Clang), so this half depends on neither Clang nor the
 // rules and can be fuzzed on its own (test/fuzz/fuzz_lsp.cpp).
 #pragma once

@@ -1,6 +1,5 @@
 #include "Project.h"
 
-#include "Lint.h"
 #include "Output.h"
 
 #include "llvm/ADT/StringRef.h"
@@ -24,6 +23,15 @@ std::string resolvedIn(const std::string& dir, llvm::StringRef path) {
 }
 
 }  // namespace
+
+std::string absolutePath(const std::string& path) {
+  llvm::SmallString<256> p(path);
+  llvm::sys::fs::make_absolute(p);
+  llvm::sys::path::remove_dots(p, /*remove_dot_dot=*/true);
+  llvm::SmallString<256> real;
+  if (!llvm::sys::fs::real_path(p, real)) return std::string(real);
+  return std::string(p);
+}
 
 std::string commonFolder(const std::vector<std::string>& dirs) {
   if (dirs.empty()) return {};

@@ -46,6 +46,8 @@ std::string projectRootForFile(const std::string& file);
 // build-file migration reads, rather than, say, a configure_file template.
 bool isCMakeScript(const std::string& path);
 
+// `path` made absolute, `.` and `..` removed, symlinks resolved when it exists.
+std::string absolutePath(const std::string& path);
 bool isUnderOrEqual(const std::string& path, const std::string& root);
 std::string commonDirectory(const std::vector<std::string>& paths);  // of the paths' parent folders
 std::string commonFolder(const std::vector<std::string>& folders);   // the deepest holding them all

@@ -7,12 +7,21 @@
 // The engine parses files from disk, so the in-memory text is analysed as a
 // copy in a temporary directory, compiled with the original file's command
 // and able to find the original's neighbouring headers (-iquote).
-#include "Lint.h"
-#include "LspServer.h"
+#include "LspCommand.h"
 
+#include "CompileCommands.h"
+#include "EditSet.h"
+#include "Engine.h"
+#include "EngineSetup.h"
+#include "Findings.h"
+#include "LspServer.h"
 #include "Output.h"
 #include "Project.h"
+#include "QueryDriver.h"
 #include "Rule.h"
+#include "RuleSelection.h"
+
+#include "clang/Tooling/CompilationDatabase.h"
 
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"

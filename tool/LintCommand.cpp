@@ -2,12 +2,21 @@
 // finding; its edits are the fix-it. Formats: clang-style text, JSON, SARIF
 // 2.1.0 and GitHub workflow annotations. Exit 0 clean, 1 findings, 2 when
 // anything could not be analysed.
-#include "Lint.h"
+#include "LintCommand.h"
 
+#include "CompileCommands.h"
+#include "EditSet.h"
+#include "Engine.h"
+#include "EngineSetup.h"
+#include "Findings.h"
 #include "Output.h"
+#include "Pch.h"
 #include "Project.h"
+#include "QueryDriver.h"
 #include "Rule.h"
+#include "RuleSelection.h"
 
+#include "clang/Tooling/CompilationDatabase.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/raw_ostream.h"
@@ -30,25 +39,6 @@ namespace fabricize {
 namespace {
 
 constexpr int kClean = 0, kFindings = 1, kError = 2;
-
-// A compile_commands.json found above the file is used when it lists the
-// file; otherwise the file is parsed as a LibTorch program.
-class DetectedOrDefaultDatabase : public clang::tooling::CompilationDatabase {
- public:
-  DetectedOrDefaultDatabase(std::unique_ptr<clang::tooling::CompilationDatabase> detected,
-                            std::unique_ptr<clang::tooling::CompilationDatabase> defaults)
-      : detected_(std::move(detected)), defaults_(std::move(defaults)) {}
-  std::vector<clang::tooling::CompileCommand> getCompileCommands(llvm::StringRef file) const override {
-    if (detected_) {
-      auto commands = detected_->getCompileCommands(file);
-      if (!commands.empty() && commands.front().Heuristic.empty()) return commands;
-    }
-    return defaults_->getCompileCommands(file);
-  }
-
- private:
-  std::unique_ptr<clang::tooling::CompilationDatabase> detected_, defaults_;
-};
 
 std::string displayPath(const std::string& path) {
   llvm::SmallString<256> cwd;
@@ -163,150 +153,6 @@ struct Reported {
 };
 
 }  // namespace
-
-// --- shared helpers ---------------------------------------------------------
-
-std::string absolutePath(const std::string& path) {
-  llvm::SmallString<256> p(path);
-  llvm::sys::fs::make_absolute(p);
-  llvm::sys::path::remove_dots(p, /*remove_dot_dot=*/true);
-  llvm::SmallString<256> real;
-  if (!llvm::sys::fs::real_path(p, real)) return std::string(real);
-  return std::string(p);
-}
-
-std::vector<LintFinding> findingsOf(const EngineResult& result) {
-  std::vector<LintFinding> all;
-  for (const RuleMatch& m : result.matches)
-    all.push_back({m.ruleId, m.file, m.line, m.column, m.explanation, m.edits});
-  for (const Finding& f : result.findings) {
-    bool isMatch = false;
-    for (const RuleMatch& m : result.matches)
-      isMatch = isMatch || (m.ruleId == f.ruleId && m.file == f.file && m.line == f.line && m.column == f.column);
-    if (!isMatch) all.push_back({f.ruleId, f.file, f.line, f.column, f.message, {}});
-  }
-  std::stable_sort(all.begin(), all.end(), [](const LintFinding& a, const LintFinding& b) {
-    return std::tie(a.file, a.line, a.column, a.ruleId) < std::tie(b.file, b.line, b.column, b.ruleId);
-  });
-  return all;
-}
-
-bool selectionFor(const std::string& file, RuleSelection& out, std::string& error) {
-  out = RuleSelection{};
-  std::string dir = llvm::sys::path::parent_path(file).str();
-  while (!dir.empty()) {
-    std::string candidate = dir + "/.fabricize.json";
-    if (llvm::sys::fs::exists(candidate)) {
-      std::string text;
-      if (!readFile(candidate, text)) {
-        error = candidate + ": cannot read";
-        return false;
-      }
-      return parseRuleSelection(text, candidate, catalogueIds(), out, error);
-    }
-    std::string parent = llvm::sys::path::parent_path(dir).str();
-    if (parent == dir) break;
-    dir = parent;
-  }
-  return true;
-}
-
-std::vector<std::string> catalogueIds() {
-  std::vector<std::string> ids;
-  for (const Rule& rule : buildCatalogue(FabricOptions{})) ids.push_back(rule.id);
-  return ids;
-}
-
-bool mayMatchAnyRule(const std::string& text) {
-  // The names the catalogue's matchers look for (rewrite-rules/*.cpp). Kept
-  // here until Rule carries its own trigger names; a rule matching a name not
-  // listed would be missed in files that mention none of these.
-  static const std::set<std::string> triggers = {
-      "backward", "to", "save", "load", "cout", "printf", "main", "launch", "setup", "parameters",
-      "named_parameters", "make_data_loader", "data_parallel", "device", "Device", "DeviceType",
-      "is_available", "Fabric", "fabric"};
-  for (size_t i = 0; i < text.size();) {
-    unsigned char c = text[i];
-    if (!(std::isalpha(c) || c == '_')) {
-      ++i;
-      continue;
-    }
-    size_t start = i;
-    while (i < text.size() && (std::isalnum(static_cast<unsigned char>(text[i])) || text[i] == '_')) ++i;
-    std::string word = text.substr(start, i - start);
-    if (triggers.count(word)) return true;
-    std::string lower = word;
-    for (char& ch : lower) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-    // kCUDA, cudaSetDevice, cudaStream_t; allreduce, MPI_Allreduce.
-    if (lower.find("cuda") != std::string::npos || lower.find("allreduce") != std::string::npos) return true;
-  }
-  return false;
-}
-
-std::unique_ptr<clang::tooling::CompilationDatabase> explicitDatabase(
-    bool sawDashDash, const std::vector<std::string>& flags, const std::string& buildPath,
-    const DriverQueryOptions& query, std::string& error) {
-  error.clear();
-  if (sawDashDash) return std::make_unique<clang::tooling::FixedCompilationDatabase>(".", flags);
-  if (buildPath.empty()) return nullptr;
-  std::string why;
-  auto database = clang::tooling::CompilationDatabase::loadFromDirectory(buildPath, why);
-  if (!database) error = "cannot read compile_commands.json in " + buildPath + ": " + why;
-  return withDriverIncludes(std::move(database), query);
-}
-
-std::unique_ptr<clang::tooling::CompilationDatabase> databaseFor(const std::string& file,
-                                                                 const DriverQueryOptions& query) {
-  std::string error;
-  std::vector<std::string> defaults = {FABRIC_DEFAULT_COMPILE_FLAGS};
-  return std::make_unique<DetectedOrDefaultDatabase>(
-      withDriverIncludes(clang::tooling::CompilationDatabase::autoDetectFromSource(file, error), query),
-      std::make_unique<clang::tooling::FixedCompilationDatabase>(".", defaults));
-}
-
-DriverQueryOptions defaultDriverQuery() {
-  DriverQueryOptions query;
-  query.resourceDir = FABRIC_CLANG_RESOURCE_DIR;
-  return query;
-}
-
-void reportUnparsed(llvm::raw_ostream& os, const std::string& prefix, const std::string& shownPath,
-                    const std::string& path, const clang::tooling::CompilationDatabase& database,
-                    const std::string& consequence) {
-  os << prefix << "error: " << shownPath << ": does not compile (see the errors above); " << consequence << "\n";
-  std::vector<clang::tooling::CompileCommand> commands = database.getCompileCommands(path);
-  if (commands.empty()) return;
-  std::string hint = driverIncludesHint(commands.front());
-  if (!hint.empty()) os << prefix << "note: " << hint << "\n";
-}
-
-EngineOptions engineOptionsFor(const std::string& projectRoot, const char* argv0, bool usePch) {
-  // The runtime's headers: next to an installed fabricize, else the source tree.
-  std::string exe = llvm::sys::fs::getMainExecutable(argv0, reinterpret_cast<void*>(&engineOptionsFor));
-  llvm::SmallString<256> installed(llvm::sys::path::parent_path(llvm::sys::path::parent_path(exe)));
-  llvm::sys::path::append(installed, "include");
-  llvm::SmallString<256> header(installed);
-  llvm::sys::path::append(header, "fabric", "fabric.h");
-  std::string runtimeInclude = llvm::sys::fs::exists(header) ? std::string(installed) : FABRIC_RUNTIME_INCLUDE_DIR;
-  EngineOptions options;
-  options.projectRoot = projectRoot;
-  options.resourceDir = FABRIC_CLANG_RESOURCE_DIR;
-  options.extraArguments = {"-w", "-isystem", runtimeInclude};
-  if (usePch) {  // as migrate does: LibTorch parsed once per flag set, cached on disk
-    options.pch.cacheDir = defaultPchCacheDir();
-    options.pch.extraArguments = options.extraArguments;
-    options.pch.resourceDir = options.resourceDir;
-    options.pch.projectDirs = {projectRoot};
-    uint64_t mib = kDefaultPchCacheMiB;
-    std::string error;  // a bad $FABRICIZE_PCH_CACHE_MB: the front ends report it before this
-    if (!pchCacheLimitMiB("", mib, error)) mib = kDefaultPchCacheMiB;
-    options.pch.cacheLimitBytes = mib << 20;
-  }
-  return options;
-}
-
-
-// --- the lint command -------------------------------------------------------
 
 int runLint(int argc, const char** argv) {
   std::vector<std::string> paths, compilerFlags, cliSelect, cliIgnore;

@@ -1,0 +1,67 @@
+#include "CompileCommands.h"
+
+#include <utility>
+
+namespace fabricize {
+
+namespace {
+
+// A compile_commands.json found above the file is used when it lists the
+// file; otherwise the file is parsed as a LibTorch program.
+class DetectedOrDefaultDatabase : public clang::tooling::CompilationDatabase {
+ public:
+  DetectedOrDefaultDatabase(std::unique_ptr<clang::tooling::CompilationDatabase> detected,
+                            std::unique_ptr<clang::tooling::CompilationDatabase> defaults)
+      : detected_(std::move(detected)), defaults_(std::move(defaults)) {}
+  std::vector<clang::tooling::CompileCommand> getCompileCommands(llvm::StringRef file) const override {
+    if (detected_) {
+      auto commands = detected_->getCompileCommands(file);
+      if (!commands.empty() && commands.front().Heuristic.empty()) return commands;
+    }
+    return defaults_->getCompileCommands(file);
+  }
+
+ private:
+  std::unique_ptr<clang::tooling::CompilationDatabase> detected_, defaults_;
+};
+
+}  // namespace
+
+std::unique_ptr<clang::tooling::CompilationDatabase> explicitDatabase(
+    bool sawDashDash, const std::vector<std::string>& flags, const std::string& buildPath,
+    const DriverQueryOptions& query, std::string& error) {
+  error.clear();
+  if (sawDashDash) return std::make_unique<clang::tooling::FixedCompilationDatabase>(".", flags);
+  if (buildPath.empty()) return nullptr;
+  std::string why;
+  auto database = clang::tooling::CompilationDatabase::loadFromDirectory(buildPath, why);
+  if (!database) error = "cannot read compile_commands.json in " + buildPath + ": " + why;
+  return withDriverIncludes(std::move(database), query);
+}
+
+std::unique_ptr<clang::tooling::CompilationDatabase> databaseFor(const std::string& file,
+                                                                 const DriverQueryOptions& query) {
+  std::string error;
+  std::vector<std::string> defaults = {FABRIC_DEFAULT_COMPILE_FLAGS};
+  return std::make_unique<DetectedOrDefaultDatabase>(
+      withDriverIncludes(clang::tooling::CompilationDatabase::autoDetectFromSource(file, error), query),
+      std::make_unique<clang::tooling::FixedCompilationDatabase>(".", defaults));
+}
+
+DriverQueryOptions defaultDriverQuery() {
+  DriverQueryOptions query;
+  query.resourceDir = FABRIC_CLANG_RESOURCE_DIR;
+  return query;
+}
+
+void reportUnparsed(llvm::raw_ostream& os, const std::string& prefix, const std::string& shownPath,
+                    const std::string& path, const clang::tooling::CompilationDatabase& database,
+                    const std::string& consequence) {
+  os << prefix << "error: " << shownPath << ": does not compile (see the errors above); " << consequence << "\n";
+  std::vector<clang::tooling::CompileCommand> commands = database.getCompileCommands(path);
+  if (commands.empty()) return;
+  std::string hint = driverIncludesHint(commands.front());
+  if (!hint.empty()) os << prefix << "note: " << hint << "\n";
+}
+
+}  // namespace fabricize

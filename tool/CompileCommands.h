@@ -1,0 +1,41 @@
+// Inputs and compile commands: which compile command each source is parsed
+// with (the flags after `--`, a -p build directory, a compile_commands.json
+// found above the file, else LibTorch's defaults), and how a source that did
+// not parse is reported. Shared by every subcommand; knows no rule.
+#pragma once
+
+#include "QueryDriver.h"
+
+#include "clang/Tooling/CompilationDatabase.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace fabricize {
+
+// The compile commands the user named: the flags after `--` (when
+// `sawDashDash`), else build/compile_commands.json from `-p` (when
+// `buildPath` is set). Null with an empty `error` when neither was given;
+// null with `error` set when -p cannot be read. Commands a GCC ran get
+// GCC's own include folders (QueryDriver.h).
+std::unique_ptr<clang::tooling::CompilationDatabase> explicitDatabase(
+    bool sawDashDash, const std::vector<std::string>& flags, const std::string& buildPath,
+    const DriverQueryOptions& query, std::string& error);
+
+// compile_commands.json found above `file` (clangd's search) when it lists
+// the file, else the default LibTorch flags. Extra flags after `--` win.
+std::unique_ptr<clang::tooling::CompilationDatabase> databaseFor(const std::string& file,
+                                                                 const DriverQueryOptions& query);
+
+// The driver query every front end runs with: Clang's builtin headers.
+DriverQueryOptions defaultDriverQuery();
+
+// A source that did not parse: "<path>: does not compile ..." and, when its
+// compiler is a GCC whose include folders were not added, why and what to do.
+void reportUnparsed(llvm::raw_ostream& os, const std::string& prefix, const std::string& shownPath,
+                    const std::string& path, const clang::tooling::CompilationDatabase& database,
+                    const std::string& consequence);
+
+}  // namespace fabricize

@@ -1,0 +1,36 @@
+#include "EngineSetup.h"
+
+#include "Pch.h"
+
+#include "llvm/ADT/SmallString.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
+
+namespace fabricize {
+
+EngineOptions engineOptionsFor(const std::string& projectRoot, const char* argv0, bool usePch) {
+  // The runtime's headers: next to an installed fabricize, else the source tree.
+  std::string exe = llvm::sys::fs::getMainExecutable(argv0, reinterpret_cast<void*>(&engineOptionsFor));
+  llvm::SmallString<256> installed(llvm::sys::path::parent_path(llvm::sys::path::parent_path(exe)));
+  llvm::sys::path::append(installed, "include");
+  llvm::SmallString<256> header(installed);
+  llvm::sys::path::append(header, "fabric", "fabric.h");
+  std::string runtimeInclude = llvm::sys::fs::exists(header) ? std::string(installed) : FABRIC_RUNTIME_INCLUDE_DIR;
+  EngineOptions options;
+  options.projectRoot = projectRoot;
+  options.resourceDir = FABRIC_CLANG_RESOURCE_DIR;
+  options.extraArguments = {"-w", "-isystem", runtimeInclude};
+  if (usePch) {  // as migrate does: LibTorch parsed once per flag set, cached on disk
+    options.pch.cacheDir = defaultPchCacheDir();
+    options.pch.extraArguments = options.extraArguments;
+    options.pch.resourceDir = options.resourceDir;
+    options.pch.projectDirs = {projectRoot};
+    uint64_t mib = kDefaultPchCacheMiB;
+    std::string error;  // a bad $FABRICIZE_PCH_CACHE_MB: the front ends report it before this
+    if (!pchCacheLimitMiB("", mib, error)) mib = kDefaultPchCacheMiB;
+    options.pch.cacheLimitBytes = mib << 20;
+  }
+  return options;
+}
+
+}  // namespace fabricize

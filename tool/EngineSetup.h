@@ -1,0 +1,18 @@
+// Engine setup: the options every subcommand's analysis starts from (Clang's
+// builtin headers, the runtime's headers, the PCH cache). Each subcommand
+// then adds its own (jobs, progress, cache limit from its command line).
+#pragma once
+
+#include "Engine.h"
+
+#include <string>
+
+namespace fabricize {
+
+// The options every analysis runs with: Clang's builtin headers and the
+// runtime's headers (a migrated program includes <fabric/fabric.h>); the
+// PCH cache's size limit from $FABRICIZE_PCH_CACHE_MB (or its default).
+// `projectRoot` is also the folder whose include folders the PCH ignores.
+EngineOptions engineOptionsFor(const std::string& projectRoot, const char* argv0, bool usePch = true);
+
+}  // namespace fabricize
