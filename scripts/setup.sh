@@ -21,6 +21,7 @@ PACKAGES=(
   nlohmann-json3-dev libfmt-dev libgtest-dev
   protobuf-compiler                                   # runtime.loggers cross-checks event files with protoc --decode_raw
   python3-torch                                       # bench/compare_ddp.py: PyTorch's own DDP for comparison
+  graphviz                                            # docs.architecture regenerates docs/architecture/*.svg to check them
   iproute2                                            # test/multinode: test hosts are network namespaces (ip netns, ss)
 )
 
