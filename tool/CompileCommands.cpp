@@ -1,13 +1,24 @@
 #include "CompileCommands.h"
 
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
+
 #include <utility>
 
 namespace fabricize {
 
 namespace {
 
-// A compile_commands.json found above the file is used when it lists the
-// file; otherwise the file is parsed as a LibTorch program.
+bool isHeader(llvm::StringRef file) {
+  llvm::StringRef extension = llvm::sys::path::extension(file);
+  return extension == ".h" || extension == ".hh" || extension == ".hpp" || extension == ".hxx" ||
+         extension == ".cuh" || extension == ".inl";
+}
+
+// A compile_commands.json (or compile_flags.txt) found for the file is used
+// when it lists the file, or, for a header, with the command of the source
+// most like it (LibTooling's interpolation, as clangd does); otherwise the
+// file is parsed as a LibTorch program.
 class DetectedOrDefaultDatabase : public clang::tooling::CompilationDatabase {
  public:
   DetectedOrDefaultDatabase(std::unique_ptr<clang::tooling::CompilationDatabase> detected,
@@ -16,7 +27,7 @@ class DetectedOrDefaultDatabase : public clang::tooling::CompilationDatabase {
   std::vector<clang::tooling::CompileCommand> getCompileCommands(llvm::StringRef file) const override {
     if (detected_) {
       auto commands = detected_->getCompileCommands(file);
-      if (!commands.empty() && commands.front().Heuristic.empty()) return commands;
+      if (!commands.empty() && (commands.front().Heuristic.empty() || isHeader(file))) return commands;
     }
     return defaults_->getCompileCommands(file);
   }
@@ -39,12 +50,42 @@ std::unique_ptr<clang::tooling::CompilationDatabase> explicitDatabase(
   return withDriverIncludes(std::move(database), query);
 }
 
+std::unique_ptr<clang::tooling::CompilationDatabase> findDatabaseFor(const std::string& file,
+                                                                     std::string& foundIn) {
+  llvm::SmallString<256> folder(file);
+  llvm::sys::fs::make_absolute(folder);
+  llvm::sys::path::remove_filename(folder);
+  while (!folder.empty()) {
+    for (const char* sub : {"", "build"}) {
+      llvm::SmallString<256> candidate(folder);
+      if (*sub != '\0') llvm::sys::path::append(candidate, sub);
+      std::string error;
+      if (auto database = clang::tooling::CompilationDatabase::loadFromDirectory(candidate, error)) {
+        foundIn = std::string(candidate);
+        return database;
+      }
+    }
+    llvm::StringRef parent = llvm::sys::path::parent_path(folder);
+    if (parent == folder) break;
+    folder = parent;
+  }
+  return nullptr;
+}
+
 std::unique_ptr<clang::tooling::CompilationDatabase> databaseFor(const std::string& file,
-                                                                 const DriverQueryOptions& query) {
-  std::string error;
+                                                                 const DriverQueryOptions& query,
+                                                                 const std::string& commandsDir) {
+  std::unique_ptr<clang::tooling::CompilationDatabase> found;
+  if (!commandsDir.empty()) {
+    std::string error;
+    found = clang::tooling::CompilationDatabase::loadFromDirectory(commandsDir, error);
+  } else {
+    std::string foundIn;
+    found = findDatabaseFor(file, foundIn);
+  }
   std::vector<std::string> defaults = {FABRIC_DEFAULT_COMPILE_FLAGS};
   return std::make_unique<DetectedOrDefaultDatabase>(
-      withDriverIncludes(clang::tooling::CompilationDatabase::autoDetectFromSource(file, error), query),
+      withDriverIncludes(std::move(found), query),
       std::make_unique<clang::tooling::FixedCompilationDatabase>(".", defaults));
 }
 

@@ -24,10 +24,21 @@ std::unique_ptr<clang::tooling::CompilationDatabase> explicitDatabase(
     bool sawDashDash, const std::vector<std::string>& flags, const std::string& buildPath,
     const DriverQueryOptions& query, std::string& error);
 
-// compile_commands.json found above `file` (clangd's search) when it lists
-// the file, else the default LibTorch flags. Extra flags after `--` win.
+// The compile commands for a file opened on its own (lint without -p, the
+// language server), found as clangd finds them: compile_commands.json or
+// compile_flags.txt in the file's folder or a folder above it, or in a
+// build/ subfolder of one (the nearest wins), or in `commandsDir` when
+// given. A listed file gets its command; a header gets the command of the
+// source most like it (interpolated); anything else the default LibTorch
+// flags. Extra flags after `--` win.
 std::unique_ptr<clang::tooling::CompilationDatabase> databaseFor(const std::string& file,
-                                                                 const DriverQueryOptions& query);
+                                                                 const DriverQueryOptions& query,
+                                                                 const std::string& commandsDir = "");
+
+// The nearest compile commands for `file` (clangd's search above), and the
+// folder they were found in; null when there are none.
+std::unique_ptr<clang::tooling::CompilationDatabase> findDatabaseFor(const std::string& file,
+                                                                     std::string& foundIn);
 
 // The driver query every front end runs with: Clang's builtin headers.
 DriverQueryOptions defaultDriverQuery();

@@ -69,7 +69,8 @@ class CopyDatabase : public clang::tooling::CompilationDatabase {
 // The migrate catalogue run on a document's in-memory text.
 class CatalogueAnalyser {
  public:
-  CatalogueAnalyser(const char* argv0, DriverQueryOptions query) : argv0_(argv0), query_(std::move(query)) {}
+  CatalogueAnalyser(const char* argv0, DriverQueryOptions query, std::string commandsDir)
+      : argv0_(argv0), query_(std::move(query)), commandsDir_(std::move(commandsDir)) {}
 
   void operator()(LspDocument& doc) {
     if (doc.path.empty() || !mayMatchAnyRule(doc.text)) return;
@@ -87,7 +88,7 @@ class CatalogueAnalyser {
     std::string copy = tempDir + "/" + llvm::sys::path::filename(doc.path).str();
     std::string problem = writeFileAtomically(copy, doc.text);
     if (problem.empty()) {
-      CopyDatabase database(databaseFor(doc.path, query_), absolutePath(doc.path), copy);
+      CopyDatabase database(databaseFor(doc.path, query_, commandsDir_), absolutePath(doc.path), copy);
       EngineOptions options = engineOptionsFor(tempDir, argv0_);
       // The copy's folder is the root edits are confined to; the PCH ignores
       // the include folders of the document's real project.
@@ -115,6 +116,7 @@ class CatalogueAnalyser {
  private:
   const char* argv0_;
   DriverQueryOptions query_;
+  std::string commandsDir_;  // --compile-commands-dir; empty: search as clangd does
   std::vector<Rule> catalogue_ = buildCatalogue(FabricOptions{});
 };
 
@@ -122,18 +124,31 @@ class CatalogueAnalyser {
 
 int runLsp(int argc, const char** argv) {
   DriverQueryOptions query = defaultDriverQuery();
+  std::string commandsDir;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--help" || arg == "-h") {
-      llvm::outs() << "usage: fabricize lsp [--query-driver=<globs>] [--no-query-driver]\n"
+      llvm::outs() << "usage: fabricize lsp [--compile-commands-dir=<dir>] [--query-driver=<globs>] [--no-query-driver]\n"
                       "  A Language Server on stdin/stdout (JSON-RPC, Content-Length framed).\n"
                       "  Diagnostics and quick fixes from the migrate rules; see docs/lsp.md.\n"
+                      "  --compile-commands-dir: the folder of compile_commands.json (default: as clangd,\n"
+                      "  the file's folder and those above it, each also with a build/ subfolder).\n"
                       "  --query-driver: compilers outside the system folders that may be asked for their\n"
                       "  include folders (as clangd's); --no-query-driver: none is.\n";
       return 0;
     }
     if (arg == "--no-query-driver") {
       query.enabled = false;
+      continue;
+    }
+    if (llvm::StringRef(arg).starts_with("--compile-commands-dir=")) {
+      commandsDir = absolutePath(arg.substr(strlen("--compile-commands-dir=")));
+      std::string error;
+      if (!clang::tooling::CompilationDatabase::loadFromDirectory(commandsDir, error)) {
+        llvm::errs() << "fabricize lsp: error: --compile-commands-dir: no compile_commands.json or "
+                        "compile_flags.txt can be read in " << commandsDir << ": " << error << "\n";
+        return 2;
+      }
       continue;
     }
     if (llvm::StringRef(arg).starts_with("--query-driver=")) {
@@ -150,7 +165,7 @@ int runLsp(int argc, const char** argv) {
     }
   }
   std::ios::sync_with_stdio(false);
-  LspServer server(std::cin, std::cout, CatalogueAnalyser(argv[0], query));
+  LspServer server(std::cin, std::cout, CatalogueAnalyser(argv[0], query, commandsDir));
   return server.serve();
 }
 

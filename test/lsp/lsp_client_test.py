@@ -13,7 +13,12 @@
   error diagnostic; .fabricize.json selects rules as in lint; didClose
   clears diagnostics;
 - malformed JSON, an unknown method and bad params get JSON-RPC errors and
-  the server keeps serving; shutdown then exit ends it with status 0.
+  the server keeps serving; shutdown then exit ends it with status 0;
+- in a CMake layout (src/, include/, the compile commands in build/) the
+  server finds the commands as clangd does: a source parses with its
+  command (its project headers found through -I), a header with the command
+  of a source (interpolated); --compile-commands-dir names the folder
+  instead, and a folder without compile commands is refused.
 
 usage: lsp_client_test.py --fabricize BIN --stubs test/stubs
 """
@@ -339,6 +344,93 @@ def run(fabricize, stubs):
                                            "train.cpp"], f"files left next to the source: {os.listdir(work)}")
 
 
+MODEL_H = """#pragma once
+#ifndef PROJECT_BUILD
+#error "parsed without the project's compile command"
+#endif
+#include <torch/torch.h>
+inline torch::Tensor to_gpu(torch::Tensor x) { return x.cuda(); }
+"""
+
+TRAIN_CPP = """#include <torch/torch.h>
+#include "model.h"
+int main() {
+  torch::Tensor x = to_gpu(torch::randn({2}));
+  auto loss = x.sum();
+  loss.backward();
+}
+"""
+
+
+def open_and_diagnose(client, path, text):
+    uri = "file://" + path
+    client.notify("textDocument/didOpen", {"textDocument": {"uri": uri, "languageId": "cpp", "version": 1,
+                                                            "text": text}})
+    return client.diagnostics(uri)
+
+
+def start(command, root):
+    client = Client(command)
+    client.request("initialize", {"processId": os.getpid(), "rootUri": "file://" + root, "capabilities": {}})
+    client.notify("initialized", {})
+    return client
+
+
+def stop(client):
+    client.request("shutdown", None)
+    client.notify("exit", None)
+    check(client.process.wait(timeout=30) == 0, "the server did not exit 0")
+
+
+def run_project_layout(fabricize, stubs):
+    with tempfile.TemporaryDirectory() as work, tempfile.TemporaryDirectory() as cache:
+        os.environ["FABRICIZE_CACHE_DIR"] = cache
+        for folder in ("src", "include", "build", "elsewhere"):
+            os.makedirs(os.path.join(work, folder))
+        train, model = os.path.join(work, "src", "train.cpp"), os.path.join(work, "include", "model.h")
+        for path, text in ((train, TRAIN_CPP), (model, MODEL_H)):
+            with open(path, "w") as f:
+                f.write(text)
+        build = os.path.join(work, "build")
+        database = [{"directory": build, "file": "../src/train.cpp",
+                     "arguments": ["clang++", "-std=c++17", "-DPROJECT_BUILD", "-isystem", stubs, "-I", "../include",
+                                   "-c", "../src/train.cpp"]}]
+        with open(os.path.join(build, "compile_commands.json"), "w") as f:
+            json.dump(database, f)
+
+        def parsed(diagnostics, what):
+            broken = [d["message"] for d in diagnostics if d.get("code") == "parse-error"]
+            check(not broken, f"{what}: the compile command was not found: {broken}")
+            check(any(str(d.get("code", "")).startswith("fabric-") for d in diagnostics),
+                  f"{what}: no rule diagnostics: {diagnostics}")
+            return sorted({d["code"] for d in diagnostics})
+
+        client = start([fabricize, "lsp"], work)
+        try:
+            codes = parsed(open_and_diagnose(client, train, TRAIN_CPP), "src/train.cpp (build/compile_commands.json)")
+            check("fabric-backward" in codes, f"src/train.cpp: {codes}")
+            header_codes = parsed(open_and_diagnose(client, model, MODEL_H), "include/model.h (interpolated)")
+            stop(client)
+        finally:
+            if client.process.poll() is None:
+                client.process.kill()
+
+        # The commands elsewhere, named by --compile-commands-dir.
+        os.rename(os.path.join(build, "compile_commands.json"), os.path.join(work, "elsewhere", "compile_commands.json"))
+        client = start([fabricize, "lsp", "--compile-commands-dir=" + os.path.join(work, "elsewhere")], work)
+        try:
+            parsed(open_and_diagnose(client, train, TRAIN_CPP), "src/train.cpp (--compile-commands-dir)")
+            stop(client)
+        finally:
+            if client.process.poll() is None:
+                client.process.kill()
+        refused = subprocess.run([fabricize, "lsp", "--compile-commands-dir=" + os.path.join(work, "include")],
+                                 capture_output=True, text=True, input="")
+        check(refused.returncode == 2 and "--compile-commands-dir" in refused.stderr,
+              f"a folder without compile commands: exit {refused.returncode}: {refused.stderr}")
+        print(f"CMake layout: src/train.cpp {codes}, include/model.h {header_codes}")
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--fabricize", required=True)
@@ -347,6 +439,7 @@ def main():
     start = time.monotonic()
     try:
         run(os.path.abspath(args.fabricize), os.path.abspath(args.stubs))
+        run_project_layout(os.path.abspath(args.fabricize), os.path.abspath(args.stubs))
     except Failure as failure:
         print(f"FAIL: {failure}", file=sys.stderr)
         return 1
