@@ -409,6 +409,7 @@ SourceResult runOne(const std::vector<Rule>& catalogue, const tooling::Compilati
       // the process-wide one is shared by the workers.
       tooling::ClangTool tool(database, {source}, std::make_shared<PCHContainerOperations>(),
                               llvm::vfs::createPhysicalFileSystem());
+      for (const auto& [path, text] : options.unsavedFiles) tool.mapVirtualFile(path, text);
       if (!options.resourceDir.empty())
         tool.appendArgumentsAdjuster(tooling::getInsertArgumentAdjuster(
             ("-resource-dir=" + options.resourceDir).c_str(), tooling::ArgumentInsertPosition::BEGIN));

@@ -53,6 +53,9 @@ struct EngineOptions {
   std::string resourceDir;                 // Clang's builtin headers
   PchOptions pch;                          // a cached LibTorch PCH; empty cacheDir: none
   unsigned jobs = 1;                       // translation units parsed at once
+  // Absolute path -> text parsed instead of the file on disk (an editor's
+  // unsaved buffers: the document and the headers open beside it).
+  std::map<std::string, std::string> unsavedFiles;
   // Called before each translation unit starts: (1-based index, count, path).
   std::function<void(size_t, size_t, const std::string&)> progress;
 };

@@ -4,9 +4,11 @@
 // edits are the rule's own, plus one source action that migrates the file.
 // The protocol is LspServer.cpp; this file is the analysis.
 //
-// The engine parses files from disk, so the in-memory text is analysed as a
-// copy in a temporary directory, compiled with the original file's command
-// and able to find the original's neighbouring headers (-iquote).
+// The engine parses the editor's text, not the file on disk: every open
+// document is an unsaved buffer (EngineOptions::unsavedFiles) mapped over
+// the file system, so the document and the headers edited beside it are
+// parsed as the editor holds them, with the document's own compile command.
+// Nothing is written to disk.
 #include "LspCommand.h"
 
 #include "CompileCommands.h"
@@ -35,37 +37,6 @@ namespace fabricize {
 
 namespace {
 
-// The original file's compile command, pointed at the in-memory copy.
-class CopyDatabase : public clang::tooling::CompilationDatabase {
- public:
-  CopyDatabase(std::unique_ptr<clang::tooling::CompilationDatabase> inner, std::string original,
-               std::string copy)
-      : inner_(std::move(inner)), original_(std::move(original)), copy_(std::move(copy)) {}
-  std::vector<clang::tooling::CompileCommand> getCompileCommands(llvm::StringRef) const override {
-    std::vector<clang::tooling::CompileCommand> commands = inner_->getCompileCommands(original_);
-    for (auto& command : commands) {
-      for (std::string& arg : command.CommandLine) {
-        llvm::SmallString<256> resolved(arg);
-        if (!llvm::sys::path::is_absolute(resolved)) {
-          resolved = command.Directory;
-          llvm::sys::path::append(resolved, arg);
-        }
-        if (arg == command.Filename || absolutePath(std::string(resolved)) == original_) arg = copy_;
-      }
-      command.Filename = copy_;
-      // Quoted includes still find the original's neighbours. Right after the
-      // compiler, so that it lands before any `--`.
-      command.CommandLine.insert(std::min(command.CommandLine.begin() + 1, command.CommandLine.end()),
-                                 {"-iquote", llvm::sys::path::parent_path(original_).str()});
-    }
-    return commands;
-  }
-
- private:
-  std::unique_ptr<clang::tooling::CompilationDatabase> inner_;
-  std::string original_, copy_;
-};
-
 // The migrate catalogue run on a document's in-memory text.
 class CatalogueAnalyser {
  public:
@@ -78,39 +49,27 @@ class CatalogueAnalyser {
     RuleSelection selection;
     if (!selectionFor(doc.path, selection, doc.configError)) selection = RuleSelection{};
 
-    llvm::SmallString<128> dir;
-    if (llvm::sys::fs::createUniqueDirectory("fabricize-lsp", dir)) {
-      llvm::errs() << "fabricize lsp: cannot create a temporary directory\n";
+    const std::string path = absolutePath(doc.path);
+    auto database = databaseFor(path, query_, commandsDir_);
+    const std::string root = projectRootForFile(path);
+    EngineOptions options = engineOptionsFor(root, argv0_);
+    // The PCH ignores the include folders of the document's own project.
+    options.pch.projectDirs = {root};
+    for (const auto& [open, text] : doc.openBuffers) options.unsavedFiles[absolutePath(open)] = text;
+    options.unsavedFiles[path] = doc.text;
+    EngineResult result = runRules(catalogue_, *database, {path}, options);
+    if (!result.failedSources.empty()) {
       doc.parsed = false;
       return;
     }
-    std::string tempDir = absolutePath(std::string(dir));
-    std::string copy = tempDir + "/" + llvm::sys::path::filename(doc.path).str();
-    std::string problem = writeFileAtomically(copy, doc.text);
-    if (problem.empty()) {
-      CopyDatabase database(databaseFor(doc.path, query_, commandsDir_), absolutePath(doc.path), copy);
-      EngineOptions options = engineOptionsFor(tempDir, argv0_);
-      // The copy's folder is the root edits are confined to; the PCH ignores
-      // the include folders of the document's real project.
-      options.pch.projectDirs = {projectRootForFile(doc.path)};
-      EngineResult result = runRules(catalogue_, database, {copy}, options);
-      if (!result.failedSources.empty()) {
-        doc.parsed = false;
-      } else {
-        for (LintFinding& f : findingsOf(result))
-          if (f.file == copy && selection.admits(f.ruleId) && !isSuppressed(doc.text, f.line, f.ruleId)) {
-            f.file = doc.path;
-            doc.findings.push_back(std::move(f));
-          }
-        auto file = result.files.find(copy);
-        if (file != result.files.end())
-          renderFixed(doc.text, file->second.edits, file->second.wantsInclude, nullptr, &doc.migrateEdits);
+    for (LintFinding& f : findingsOf(result))
+      if (f.file == path && selection.admits(f.ruleId) && !isSuppressed(doc.text, f.line, f.ruleId)) {
+        f.file = doc.path;
+        doc.findings.push_back(std::move(f));
       }
-    } else {
-      llvm::errs() << "fabricize lsp: " << problem << "\n";
-      doc.parsed = false;
-    }
-    llvm::sys::fs::remove_directories(tempDir);
+    auto file = result.files.find(path);
+    if (file != result.files.end())
+      renderFixed(doc.text, file->second.edits, file->second.wantsInclude, nullptr, &doc.migrateEdits);
   }
 
  private:

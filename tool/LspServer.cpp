@@ -285,7 +285,11 @@ struct LspServer::State {
     doc.migrateEdits.clear();
     doc.parsed = true;
     doc.configError.clear();
+    doc.openBuffers.clear();
+    for (const auto& [uri, open] : documents)
+      if (!open.path.empty()) doc.openBuffers[open.path] = open.text;
     analyse(doc);
+    doc.openBuffers.clear();
     json diagnostics = json::array();
     if (!doc.parsed)
       diagnostics.push_back(fileLevelDiagnostic(

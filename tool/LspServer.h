@@ -19,6 +19,10 @@ namespace fabricize {
 
 struct LspDocument {
   std::string uri, path, text;  // path: from a file:// uri, else empty (not analysed)
+  // Every open document's path -> text (this one's included), set by the
+  // server before each analysis: headers edited in the editor are parsed as
+  // the editor holds them.
+  std::map<std::string, std::string> openBuffers;
   // Filled by the analyser:
   std::vector<LintFinding> findings;   // line/column into `text`
   std::vector<TextEdit> migrateEdits;  // the whole-file migration, merged

@@ -4,7 +4,8 @@
 - initialize advertises full text sync and code actions;
 - didOpen analyses the in-memory text (the file on disk differs), with the
   compile command found in compile_commands.json above the file, and quoted
-  includes resolved next to the original file;
+  includes resolved next to the original file; a header open in the editor
+  is parsed as its unsaved text, and nothing is written to disk;
 - diagnostics carry the rule id as code, source "fabricize", UTF-16 columns;
 - the quick fix's edits are exactly the rule's edits (as `fabricize lint
   --format json` reports them), and the "Migrate this file to Fabric"
@@ -256,6 +257,23 @@ def run(fabricize, stubs):
             client.notify("textDocument/didChange", {"textDocument": {"uri": uri, "version": 2},
                                                      "contentChanges": [{"text": migrated}]})
             check(client.diagnostics(uri) == [], "the migrated text still has diagnostics")
+
+            # A header open in the editor is parsed as the editor holds it: a
+            # function that exists only in its unsaved text is found.
+            helper_uri = "file://" + os.path.join(work, "helper.h")
+            client.notify("textDocument/didOpen", {"textDocument": {
+                "uri": helper_uri, "languageId": "cpp", "version": 1,
+                "text": HELPER + "inline torch::Tensor make_unsaved() { return torch::ones({2}); }\n"}})
+            client.diagnostics(helper_uri)
+            client.notify("textDocument/didChange", {"textDocument": {"uri": uri, "version": 2},
+                                                     "contentChanges": [{"text": PROGRAM.replace("make_input()", "make_unsaved()")}]})
+            unsaved = client.diagnostics(uri)
+            check(not any(d.get("code") == "parse-error" for d in unsaved) and
+                  any(d.get("code") == "fabric-backward" for d in unsaved),
+                  f"the unsaved header was not used: {unsaved}")
+            client.notify("textDocument/didClose", {"textDocument": {"uri": helper_uri}})
+            with open(os.path.join(work, "helper.h")) as f:
+                check(f.read() == HELPER, "the server wrote the unsaved header to disk")
 
             # A text that does not parse says so.
             broken = PROGRAM.replace("make_input()", "undeclared_thing()")
