@@ -111,7 +111,7 @@ std::string pathFromUri(const std::string& uri) {
 struct LspServer::State {
   std::istream& in;
   std::ostream& out;
-  LspAnalyser analyse;
+  LspAnalyser analyse_;
   std::map<std::string, LspDocument> documents;
   bool initialized = false, shutdown = false;
 
@@ -214,8 +214,29 @@ struct LspServer::State {
         if (isRequest) reply(id, error(kInvalidParams, std::string("invalid params: ") + e.what()));
         else std::cerr << "fabricize lsp: ignored " << method << ": " << e.what() << "\n";
       }
+      settle(/*whenIdle=*/true);
     }
+    settle(/*whenIdle=*/false);
     return shutdown ? 0 : 1;
+  }
+
+  // Whether the client has sent more than this server has read: typing in
+  // progress. (A pipe's unread bytes, through the stream buffer.)
+  bool inputPending() { return in.rdbuf()->in_avail() > 0; }
+
+  // Analyses what changed and publishes it, once the client has stopped
+  // sending: a burst of edits (typing) makes one analysis of the last text,
+  // not one per keystroke, and an analysis an edit made stale while it ran
+  // is not published (the next one is). `whenIdle` false: now, whatever is
+  // pending (end of input).
+  void settle(bool whenIdle) {
+    for (auto& [uri, doc] : documents) {
+      if (whenIdle && inputPending()) return;
+      if (doc.stale) analyse(doc);
+    }
+    if (whenIdle && inputPending()) return;
+    for (auto& [uri, doc] : documents)
+      if (doc.unpublished && !doc.stale) publish(doc);
   }
 
   std::optional<json> handle(const std::string& method, const json& params, json& result, bool isRequest) {
@@ -247,7 +268,7 @@ struct LspServer::State {
       doc.uri = uri;
       doc.path = pathFromUri(uri);
       doc.text = std::move(text);
-      analyseAndPublish(doc);
+      doc.stale = true;
       return std::nullopt;
     }
     if (method == "textDocument/didChange" || method == "textDocument/didSave") {
@@ -261,7 +282,7 @@ struct LspServer::State {
       } else if (params.contains("text")) {
         it->second.text = stringField(params, "text");
       }
-      analyseAndPublish(it->second);
+      it->second.stale = true;
       return std::nullopt;
     }
     if (method == "textDocument/didClose") {
@@ -280,7 +301,7 @@ struct LspServer::State {
     return std::nullopt;  // unknown notifications are ignored, as the protocol asks
   }
 
-  void analyseAndPublish(LspDocument& doc) {
+  void analyse(LspDocument& doc) {
     doc.findings.clear();
     doc.migrateEdits.clear();
     doc.parsed = true;
@@ -288,8 +309,14 @@ struct LspServer::State {
     doc.openBuffers.clear();
     for (const auto& [uri, open] : documents)
       if (!open.path.empty()) doc.openBuffers[open.path] = open.text;
-    analyse(doc);
+    analyse_(doc);
     doc.openBuffers.clear();
+    doc.stale = false;
+    doc.unpublished = true;
+  }
+
+  void publish(LspDocument& doc) {
+    doc.unpublished = false;
     json diagnostics = json::array();
     if (!doc.parsed)
       diagnostics.push_back(fileLevelDiagnostic(
@@ -320,6 +347,11 @@ struct LspServer::State {
     json actions = json::array();
     auto it = documents.find(stringField(params.at("textDocument"), "uri"));
     if (it == documents.end()) return actions;
+    // Fixes for the text the client has, never for an older one.
+    if (it->second.stale) {
+      analyse(it->second);
+      publish(it->second);
+    }
     const LspDocument& doc = it->second;
     unsigned firstLine = positionField(params.at("range").at("start"), "line");
     unsigned lastLine = positionField(params.at("range").at("end"), "line");

@@ -28,6 +28,9 @@ struct LspDocument {
   std::vector<TextEdit> migrateEdits;  // the whole-file migration, merged
   bool parsed = true;                  // false: the text does not compile
   std::string configError;             // a .fabricize.json that could not be used
+  // The server's bookkeeping: the text changed since the last analysis; the
+  // last analysis is not published yet.
+  bool stale = false, unpublished = false;
 };
 
 // Fills a document's findings from its uri, path and text.

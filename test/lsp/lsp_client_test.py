@@ -10,7 +10,8 @@
 - the quick fix's edits are exactly the rule's edits (as `fabricize lint
   --format json` reports them), and the "Migrate this file to Fabric"
   action's edits, applied, give what `fabricize --stdout` gives;
-- didChange and didSave re-analyse; a text that does not parse gets an
+- didChange and didSave re-analyse, once per burst of edits (typing): 20
+  edits sent together are published once, for the last text; a text that does not parse gets an
   error diagnostic; .fabricize.json selects rules as in lint; didClose
   clears diagnostics;
 - malformed JSON, an unknown method and bad params get JSON-RPC errors and
@@ -274,6 +275,29 @@ def run(fabricize, stubs):
             client.notify("textDocument/didClose", {"textDocument": {"uri": helper_uri}})
             with open(os.path.join(work, "helper.h")) as f:
                 check(f.read() == HELPER, "the server wrote the unsaved header to disk")
+
+            # Typing: 20 edits in one burst make one analysis, of the last text
+            # (its extra .cuda() line is reported), not one per keystroke.
+            burst = b""
+            for i in range(1, 21):
+                text = PROGRAM + "// " + "x" * i + "\n" + ("void typed(torch::Tensor t) { t.cuda(); }\n" if i == 20 else "")
+                body = json.dumps({"jsonrpc": "2.0", "method": "textDocument/didChange",
+                                   "params": {"textDocument": {"uri": uri, "version": 10 + i},
+                                              "contentChanges": [{"text": text}]}}).encode()
+                burst += b"Content-Length: %d\r\n\r\n" % len(body) + body
+            client.process.stdin.write(burst)
+            client.process.stdin.flush()
+            published = [client.diagnostics(uri)]
+            time.sleep(3)
+            while not client.messages.empty():
+                message = client.messages.get()
+                if message and message.get("method") == "textDocument/publishDiagnostics" and \
+                        message["params"]["uri"] == uri:
+                    published.append(message["params"]["diagnostics"])
+            last_line = len(text.split("\n")) - 2
+            check(len(published) == 1, f"a burst of 20 edits was published {len(published)} times")
+            check(any(d["range"]["start"]["line"] == last_line for d in published[-1]),
+                  f"the published diagnostics are not those of the last text (line {last_line}): {published[-1]}")
 
             # A text that does not parse says so.
             broken = PROGRAM.replace("make_input()", "undeclared_thing()")
