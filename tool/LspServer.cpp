@@ -268,6 +268,7 @@ struct LspServer::State {
       doc.uri = uri;
       doc.path = pathFromUri(uri);
       doc.text = std::move(text);
+      doc.version = item.contains("version") && item["version"].is_number_integer() ? item["version"].get<long long>() : -1;
       doc.stale = true;
       return std::nullopt;
     }
@@ -279,6 +280,9 @@ struct LspServer::State {
         const json& changes = params.at("contentChanges");
         if (!changes.is_array()) throw InvalidParams("'contentChanges' must be an array");
         if (!changes.empty()) it->second.text = stringField(changes.back(), "text");
+        const json& item = params.at("textDocument");
+        it->second.version =
+            item.contains("version") && item["version"].is_number_integer() ? item["version"].get<long long>() : -1;
       } else if (params.contains("text")) {
         it->second.text = stringField(params, "text");
       }
@@ -326,9 +330,10 @@ struct LspServer::State {
       diagnostics.push_back(
           fileLevelDiagnostic("config-error", "fabricize: " + doc.configError + " (ignored: every rule applies)"));
     for (const LintFinding& f : doc.findings) diagnostics.push_back(diagnosticOf(doc, f));
-    send({{"jsonrpc", "2.0"},
-          {"method", "textDocument/publishDiagnostics"},
-          {"params", {{"uri", doc.uri}, {"diagnostics", diagnostics}}}});
+    json published = {{"uri", doc.uri}, {"diagnostics", diagnostics}};
+    // The version analysed: a client can tell which text the diagnostics are for.
+    if (doc.version >= 0) published["version"] = doc.version;
+    send({{"jsonrpc", "2.0"}, {"method", "textDocument/publishDiagnostics"}, {"params", published}});
   }
 
   static json diagnosticOf(const LspDocument& doc, const LintFinding& f) {

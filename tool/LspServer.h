@@ -31,6 +31,7 @@ struct LspDocument {
   // The server's bookkeeping: the text changed since the last analysis; the
   // last analysis is not published yet.
   bool stale = false, unpublished = false;
+  long long version = -1;  // the client's version of `text` (-1: none given)
 };
 
 // Fills a document's findings from its uri, path and text.
