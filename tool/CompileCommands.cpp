@@ -65,8 +65,9 @@ std::unique_ptr<clang::tooling::CompilationDatabase> findDatabaseFor(const std::
         return database;
       }
     }
-    llvm::StringRef parent = llvm::sys::path::parent_path(folder);
-    if (parent == folder) break;
+    // A copy: the parent is a view into `folder`, which assigning reuses.
+    std::string parent = llvm::sys::path::parent_path(folder).str();
+    if (parent == folder.str()) break;
     folder = parent;
   }
   return nullptr;
