@@ -224,19 +224,20 @@ struct LspServer::State {
   // progress. (A pipe's unread bytes, through the stream buffer.)
   bool inputPending() { return in.rdbuf()->in_avail() > 0; }
 
-  // Analyses what changed and publishes it, once the client has stopped
-  // sending: a burst of edits (typing) makes one analysis of the last text,
-  // not one per keystroke, and an analysis an edit made stale while it ran
-  // is not published (the next one is). `whenIdle` false: now, whatever is
-  // pending (end of input).
+  // Analyses what changed and publishes it once the client has stopped
+  // sending: a burst of edits (keystrokes that arrive while the server is
+  // busy) makes one analysis of the last text, not one per keystroke. The
+  // result is published with the version it is for, even if newer edits
+  // arrived meanwhile (they get the next analysis): while someone types
+  // steadily the diagnostics lag behind, they never stop. `whenIdle` false:
+  // now, whatever is pending (end of input).
   void settle(bool whenIdle) {
     for (auto& [uri, doc] : documents) {
       if (whenIdle && inputPending()) return;
-      if (doc.stale) analyse(doc);
+      if (!doc.stale) continue;
+      analyse(doc);
+      publish(doc);
     }
-    if (whenIdle && inputPending()) return;
-    for (auto& [uri, doc] : documents)
-      if (doc.unpublished && !doc.stale) publish(doc);
   }
 
   std::optional<json> handle(const std::string& method, const json& params, json& result, bool isRequest) {
@@ -316,11 +317,9 @@ struct LspServer::State {
     analyse_(doc);
     doc.openBuffers.clear();
     doc.stale = false;
-    doc.unpublished = true;
   }
 
   void publish(LspDocument& doc) {
-    doc.unpublished = false;
     json diagnostics = json::array();
     if (!doc.parsed)
       diagnostics.push_back(fileLevelDiagnostic(

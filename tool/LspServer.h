@@ -28,9 +28,8 @@ struct LspDocument {
   std::vector<TextEdit> migrateEdits;  // the whole-file migration, merged
   bool parsed = true;                  // false: the text does not compile
   std::string configError;             // a .fabricize.json that could not be used
-  // The server's bookkeeping: the text changed since the last analysis; the
-  // last analysis is not published yet.
-  bool stale = false, unpublished = false;
+  // The server's bookkeeping: the text changed since the last analysis.
+  bool stale = false;
   long long version = -1;  // the client's version of `text` (-1: none given)
 };
 
