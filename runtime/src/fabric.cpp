@@ -148,7 +148,7 @@ void Fabric::launch() {
     try {
       store = c10::make_intrusive<c10d::TCPStore>(placement.master_addr, store_options);
     } catch (const std::exception& error) {
-      const std::string cause = detail::first_line(error.what());
+      const std::string cause = detail::first_line_of(error.what());
       if (store_options.isServer) {
         throw std::runtime_error(
             "fabric: rank 0 cannot serve the rendezvous store on " + where +
@@ -205,7 +205,7 @@ void Fabric::launch() {
       throw std::runtime_error("fabric: rank " + std::to_string(placement.global_rank) +
                                " cannot open Gloo's network device on " +
                                (address.interface.empty() ? address.address : address.interface) +
-                               " (" + address.why + "): " + detail::first_line(error.what()));
+                               " (" + address.why + "): " + detail::first_line_of(error.what()));
     }
     state.group = detail::c10d_compat::make_gloo_group(state.store, placement.global_rank,
                                                        placement.world_size,

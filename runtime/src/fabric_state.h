@@ -7,6 +7,7 @@
 #include <fabric/fabric.h>
 
 #include "c10d_compat.h"
+#include "checkpoint_load.h"
 #include "job_monitor.h"
 #include "launcher.h"
 #include "rendezvous.h"
@@ -20,8 +21,6 @@
 
 namespace fabric {
 namespace detail {
-
-inline std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
 
 // PyTorch DDP's defaults.
 constexpr size_t kMiB = 1024 * 1024;
@@ -111,7 +110,7 @@ class FabricState {
       // timeout has waited long enough already.
       const auto patience = timed_out ? std::chrono::milliseconds(0) : std::chrono::seconds(3);
       if (wait_for_known_failure(patience)) wait_for_exit_in_progress();
-      const std::string error_line = message.substr(0, message.find('\n'));
+      const std::string error_line = first_line_of(message);
       if (timed_out) {
         throw std::runtime_error(
             std::string("fabric: ") + what + " on rank " + std::to_string(placement.global_rank) +

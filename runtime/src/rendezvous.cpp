@@ -1,5 +1,7 @@
 #include "rendezvous.h"
 
+#include "checkpoint_load.h"
+
 #include <arpa/inet.h>
 #include <dlfcn.h>
 #include <ifaddrs.h>
@@ -68,8 +70,6 @@ namespace fabric {
 namespace detail {
 
 namespace {
-
-std::string first_line(const std::string& text) { return text.substr(0, text.find('\n')); }
 
 std::string dotted(const in_addr& address) {
   char text[INET_ADDRSTRLEN] = {0};
@@ -273,7 +273,7 @@ JobLayout check_job(c10d::Store& store, const ProcessPlacement& placement,
     try {
       return operation();
     } catch (const std::exception& error) {
-      const std::string cause = first_line(error.what());
+      const std::string cause = first_line_of(error.what());
       if (timed_out(cause)) throw;  // a rank that did not come: said by the caller
       throw std::runtime_error("fabric: rank " + std::to_string(placement.global_rank) +
                                " got no valid answer from the rendezvous store at " + where +
@@ -372,7 +372,7 @@ JobLayout check_job(c10d::Store& store, const ProcessPlacement& placement,
     throw std::runtime_error("fabric: rank " + std::to_string(placement.global_rank) +
                              " did not get the job's layout from rank 0's store at " + where +
                              ": rank 0 ended the rendezvous (its message says why) or became "
-                             "unreachable. Store error: " + first_line(error.what()));
+                             "unreachable. Store error: " + first_line_of(error.what()));
   }
   std::istringstream table(std::string(bytes.begin(), bytes.end()));
   int node = 0;
