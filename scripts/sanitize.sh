@@ -9,7 +9,7 @@
 # Environment: FABRIC_SANITIZE_BUILD (build directory, default build-asan),
 # FABRIC_SANITIZE_JOBS (build jobs, default: the cores).
 #
-# Not run: the e2e tests (each builds migrated programs against the runtime:
+# Not run: the e2e and verify tests (each builds migrated programs against the runtime:
 # the sanitizer flags do not reach those builds, and they cost most of the
 # time) and the clang-tidy plugin tests (an ASan-instrumented plugin cannot
 # be loaded into the uninstrumented clang-tidy). LibTorch and LLVM themselves
@@ -45,5 +45,5 @@ done
 
 export ASAN_OPTIONS="detect_leaks=0:detect_container_overflow=0:halt_on_error=1:abort_on_error=1"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
-ctest --test-dir "$build" --output-on-failure -j 2 -E '^(e2e|tidy)\.' "$@"
+ctest --test-dir "$build" --output-on-failure -j 2 -E '^(e2e|tidy|verify)\.' "$@"
 echo "sanitize.sh: tests took $(( $(date +%s) - built )) s"

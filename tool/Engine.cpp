@@ -139,7 +139,7 @@ class RuleCallback : public MatchFinder::MatchCallback {
       return;
     // Code in a function without a Fabric is migrated only if the function
     // gets one, even where the edit does not name it.
-    edits::addScopeNeed(result, !match.edits.empty(), pending.needs);
+    if (options_.editsNeedFabric) edits::addScopeNeed(result, !match.edits.empty(), pending.needs);
     pending_.push_back(std::move(pending));
   }
 

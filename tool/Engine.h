@@ -58,6 +58,9 @@ struct EngineOptions {
   std::map<std::string, std::string> unsavedFiles;
   // Called before each translation unit starts: (1-based index, count, path).
   std::function<void(size_t, size_t, const std::string&)> progress;
+  // Whether edits in a function need the Fabric there (the catalogue's);
+  // false for rules that never call it (verify's instrumentation).
+  bool editsNeedFabric = true;
 };
 
 struct EngineResult {

@@ -11,6 +11,7 @@
 #include "Diff.h"
 #include "EditSet.h"
 #include "Engine.h"
+#include "Instrumentation.h"
 #include "EngineSetup.h"
 #include "Output.h"
 #include "Pch.h"
@@ -73,6 +74,10 @@ cl::opt<bool> emitCMake("emit-cmake", cl::desc("With -o: write a CMakeLists.txt 
                         cl::cat(category));
 cl::opt<std::string> reportPath("report", cl::desc("Write a JSON report of every edit and finding"),
                                 cl::value_desc("file"), cl::cat(category));
+cl::opt<bool> instrument("instrument-for-verify",
+                         cl::desc("Instead of migrating, add the records fabricize verify compares "
+                                  "(fabric/verify.h) to a copy of the original program; needs -o"),
+                         cl::Hidden, cl::cat(category));
 cl::opt<bool> listRules("list-rules", cl::desc("List the rule catalogue and exit"), cl::cat(category));
 cl::opt<bool> quiet("quiet", cl::desc("No summary on stderr"), cl::cat(category));
 cl::opt<std::string> pchCache("pch-cache",
@@ -228,7 +233,8 @@ int runMigrate(int argc, const char** argv) {
   if (!numNodes.empty() && numNodes.find_first_not_of("0123456789") != std::string::npos)
     return fail("--num-nodes takes a positive integer, got '" + numNodes + "'");
   FabricOptions fabricOptions{accelerator, devices, strategy, precision, numNodes};
-  std::vector<Rule> catalogue = buildCatalogue(fabricOptions);
+  std::vector<Rule> catalogue = instrument ? buildInstrumentation() : buildCatalogue(fabricOptions);
+  if (instrument && outputDir.empty()) return fail("--instrument-for-verify writes a copy: give -o <dir>");
 
   if (listRules) {
     for (const Rule& rule : catalogue)
@@ -355,6 +361,7 @@ int runMigrate(int argc, const char** argv) {
   engineOptions.pch.verbose = verbose;
   engineOptions.pch.cacheLimitBytes = pchCacheMiB << 20;
   if (!build.buildDir.empty()) engineOptions.pch.projectDirs.push_back(build.buildDir);
+  engineOptions.editsNeedFabric = !instrument;
   engineOptions.jobs = jobs ? jobs : std::max(1u, std::thread::hardware_concurrency());
   if (!quiet && files.size() > 1)
     engineOptions.progress = [&root](size_t index, size_t count, const std::string& path) {

@@ -3,6 +3,7 @@
 //   fabricize [migrate] <sources...> [options]   MigrateCommand.cpp (the default)
 //   fabricize lint <files or directories...>     LintCommand.cpp
 //   fabricize lsp                                LspCommand.cpp
+//   fabricize verify <sources or -p build/>      VerifyCommand.cpp
 //
 // This file only picks the subcommand. Each subcommand is its own file over
 // the shared layers (compile commands and project, engine setup, findings,
@@ -11,11 +12,13 @@
 #include "LintCommand.h"
 #include "LspCommand.h"
 #include "MigrateCommand.h"
+#include "VerifyCommand.h"
 
 #include <string>
 
 int main(int argc, const char** argv) {
   if (argc > 1 && std::string(argv[1]) == "lint") return fabricize::runLint(argc - 1, argv + 1);
   if (argc > 1 && std::string(argv[1]) == "lsp") return fabricize::runLsp(argc - 1, argv + 1);
+  if (argc > 1 && std::string(argv[1]) == "verify") return fabricize::runVerify(argc - 1, argv + 1);
   return fabricize::runMigrate(argc, argv);
 }

@@ -1,4 +1,5 @@
 #include <fabric/fabric.h>
+#include <fabric/verify.h>
 
 #include "checkpoint_load.h"
 #include "accelerator.h"
@@ -69,6 +70,9 @@ Fabric::Fabric(Options options) : state_(std::make_unique<detail::FabricState>()
   context.device = state.device;
   state.strategy = detail::make_strategy(context);
   if (detail::SyncCheck::requested()) state.sync_check = std::make_unique<detail::SyncCheck>();
+  // fabricize verify: the seed an instrumented original takes first in
+  // main, and this rank's record (nothing when FABRIC_VERIFY_RECORD is unset).
+  verify::begin(placement.global_rank, placement.world_size);
 }
 
 CheckpointError::CheckpointError(const std::string& message)
@@ -248,6 +252,9 @@ void setup_model(detail::FabricState& state, torch::nn::Module& model,
                  std::shared_ptr<torch::nn::Module> owner) {
   torch::nn::Module* const module = &model;
   state.require_launched("setup()");
+  // Fault injection for fabricize verify's own test: a runtime that draws a
+  // random number must be caught by the 1-process comparison.
+  if (detail::environment_integer("FABRIC_TEST_DRAW_RANDOM_AT_SETUP", 0) != 0) (void)torch::rand({1});
   detail::NamedParameters all_parameters;
   for (const auto& item : module->named_parameters()) {
     all_parameters.emplace_back(item.key(), item.value());
@@ -339,6 +346,7 @@ void Fabric::backward(const torch::Tensor& loss, const torch::Tensor& gradient,
                       c10::optional<bool> retain_graph, bool create_graph) {
   auto& state = *state_;
   state.strategy->check_in_sync("fabric.backward()");
+  verify::record_loss(loss);
   // With several set-up models (a GAN's generator and discriminator), each
   // loss reaches only some of them, and the strategy acts only on those it
   // reaches (a DDP Reducer armed for a backward that never reaches its
@@ -457,6 +465,9 @@ void Fabric::step(torch::optim::Optimizer& optimizer) {
   warn_if_optimizer_not_set_up(state, optimizer);
   state.collective("fabric.step()", [&] { state.strategy->step(optimizer, nullptr); });
   if (state.monitor) state.monitor->count_step();
+  // Before the sync check, which ends the job when the ranks differ: the
+  // record then shows the step where they did.
+  verify::record_step(optimizer);
   if (state.sync_check) check_sync_after_step(optimizer);
 }
 
@@ -468,6 +479,9 @@ torch::Tensor Fabric::step(torch::optim::Optimizer& optimizer,
   auto loss =
       state.collective("fabric.step()", [&] { return state.strategy->step(optimizer, closure); });
   if (state.monitor) state.monitor->count_step();
+  // Before the sync check, which ends the job when the ranks differ: the
+  // record then shows the step where they did.
+  verify::record_step(optimizer);
   if (state.sync_check) check_sync_after_step(optimizer);
   return loss;
 }

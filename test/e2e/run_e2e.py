@@ -114,31 +114,10 @@ def migrate(fabricize, name, source, work, check_pch=False):
     return None
 
 
-# Injected with CMAKE_PROJECT_INCLUDE into a project under test: after its
-# CMakeLists.txt ran, every target compiles through a precompiled LibTorch.
-PCH_INCLUDE = """# Written by test/e2e/run_e2e.py: the test's build speed, not the project's.
-# Every target of every directory compiles through a precompiled LibTorch.
-function(_fabric_e2e_precompile directory)
-  get_property(targets DIRECTORY ${directory} PROPERTY BUILDSYSTEM_TARGETS)
-  foreach(target ${targets})
-    get_target_property(type ${target} TYPE)
-    if(type STREQUAL "EXECUTABLE" OR type MATCHES "_LIBRARY$")
-      target_precompile_headers(${target} PRIVATE <torch/torch.h>)
-    endif()
-  endforeach()
-  get_property(subdirectories DIRECTORY ${directory} PROPERTY SUBDIRECTORIES)
-  foreach(subdirectory ${subdirectories})
-    _fabric_e2e_precompile(${subdirectory})
-  endforeach()
-endfunction()
-cmake_language(DEFER DIRECTORY ${CMAKE_SOURCE_DIR} CALL _fabric_e2e_precompile ${CMAKE_SOURCE_DIR})
-"""
-
-
 def configure_and_build(source, build, work, fabric_dir, jobs):
-    include = os.path.join(work, "precompile.cmake")
-    with open(include, "w") as f:
-        f.write(PCH_INCLUDE)
+    # Every target compiles through a precompiled LibTorch (the Fabric
+    # package's helper): the test's build speed, not the project's.
+    include = os.path.join(os.path.abspath(fabric_dir), "FabricPrecompileAll.cmake")
     configure = run(["cmake", "-S", source, "-B", build, "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release",
                      "-DCMAKE_EXPORT_COMPILE_COMMANDS=ON", f"-DCMAKE_PROJECT_INCLUDE={include}",
                      f"-DCMAKE_PREFIX_PATH={os.path.abspath(fabric_dir)}"], capture_output=True, text=True)

@@ -25,6 +25,7 @@
 #include <fabric/loggers.h>
 #include <fabric/options.h>
 #include <fabric/to_device.h>
+#include <fabric/verify.h>
 
 #include <torch/torch.h>
 

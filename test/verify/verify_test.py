@@ -1,0 +1,166 @@
+#!/usr/bin/env python3
+"""Tests of `fabricize verify`: it passes equivalent migrations and catches
+broken ones, each case its own ctest.
+
+  verify_test.py --fabricize BIN --work DIR --case NAME [--source PATH]
+
+Cases (the broken migrations are made here from fabricize's own migration of
+Inputs/classifier/train.cpp by one textual change, which must apply):
+  equivalent           the classifier, migrated by fabricize: exit 0, every check passes
+  program              --source: a program or a CMake project folder (the
+                       bundled example, the shared corpus): exit 0
+  optimizer_not_set_up `fabric.setup(model, optimizer)` deleted: ranks' parameters differ
+  metric_over_dataset  the all_reduce of the correct count deleted: rank 0's accuracy is
+                       its shard's count over the whole data set (half)
+  file_every_rank      the CSV log opened on every rank: a file written by 2 ranks
+  runtime_random       the runtime draws a random number at setup
+                       (FABRIC_TEST_DRAW_RANDOM_AT_SETUP): the 1-rank records differ
+  divergent_stop       test/shapes/early_stop (stops on a per-rank loss): the 2-rank
+                       job ends early, with the runtime's message and the finding
+  cannot_build         the migration does not compile: exit 2
+Exit 77 (ctest's skip code) with a loud message when an input is missing.
+"""
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CLASSIFIER = os.path.join(HERE, "Inputs", "classifier", "train.cpp")
+EARLY_STOP = os.path.join(HERE, "..", "shapes", "early_stop", "train.cpp")
+
+# case -> (pattern, replacement) applied once to the migrated train.cpp
+MUTATIONS = {
+    "optimizer_not_set_up": (r"\n *fabric\.setup\(model, optimizer\);", ""),
+    "metric_over_dataset": (r"\n *correct = fabric\.all_reduce\(correct, fabric::ReduceOp::Sum\);", ""),
+    "file_every_rank": (r"fabric\.rank_zero_ofstream\(\"train_log\.csv\"\)", "\"train_log.csv\""),
+    "cannot_build": (r"fabric\.backward\(loss\);", "fabric.backward(loss) this does not compile;"),
+}
+# case -> (exit code, the check that must fail or None, text its output must hold)
+EXPECT = {
+    "equivalent": (0, None, "verdict: equivalent"),
+    "program": (0, None, "verdict: equivalent"),
+    "optimizer_not_set_up": (1, "two-ranks-parameters", "no fabric.setup(...) call"),
+    "metric_over_dataset": (1, "two-ranks-metrics", "train.cpp:"),
+    "file_every_rank": (1, "two-ranks-files", "train_log.csv is written by ranks 0, 1"),
+    "runtime_random": (1, "one-rank-records", "the first loss already differs"),
+    "divergent_stop": (1, "two-ranks-run", "fabric-divergent-exit"),
+    "cannot_build": (2, None, "does not compile"),
+}
+
+
+def fail(message):
+    print(f"VERIFY TEST FAILED: {message}", flush=True)
+    sys.exit(1)
+
+
+def run(cmd, **kwargs):
+    print("+ " + " ".join(cmd), flush=True)
+    return subprocess.run(cmd, text=True, capture_output=True, **kwargs)
+
+
+def broken_migration(args, case):
+    """fabricize's migration of the classifier with one change, as a CMake project."""
+    folder = os.path.join(args.work, "migrated-" + case)
+    shutil.rmtree(folder, ignore_errors=True)
+    made = run([args.fabricize, CLASSIFIER, "-o", folder, "--emit-cmake", "--quiet"])
+    if made.returncode not in (0, 1):
+        fail(f"fabricize could not migrate {CLASSIFIER}:\n{made.stderr}")
+    path = os.path.join(folder, "train.cpp")
+    with open(path) as f:
+        text = f.read()
+    pattern, replacement = MUTATIONS[case]
+    changed, count = re.subn(pattern, replacement, text)
+    if count != 1:
+        fail(f"{case}: the change {pattern!r} applies {count} times to the migration (expected once); "
+             f"has the migration's text changed?")
+    with open(path, "w") as f:
+        f.write(changed)
+    return folder
+
+
+def configured_project(args, folder):
+    """A CMake project's build folder with compile_commands.json (what a user has)."""
+    build = os.path.join(args.work, "project-build")
+    made = run(["cmake", "-S", folder, "-B", build, "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release",
+                "-DCMAKE_EXPORT_COMPILE_COMMANDS=ON"])
+    if made.returncode != 0:
+        fail(f"configuring {folder} failed:\n{made.stdout[-3000:]}{made.stderr[-3000:]}")
+    return build
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--fabricize", required=True)
+    parser.add_argument("--work", required=True)
+    parser.add_argument("--case", required=True, choices=sorted(EXPECT))
+    parser.add_argument("--source", help="for the program case: a source file or a CMake project folder")
+    parser.add_argument("--args", default="", help="the program's arguments")
+    # 48: the original prints 3 epochs of the classifier, 2 ranks 6, so each
+    # has lines to compare.
+    parser.add_argument("--steps", default="48")
+    args = parser.parse_args()
+    os.makedirs(args.work, exist_ok=True)
+
+    report = os.path.join(args.work, args.case + ".json")
+    command = [args.fabricize, "verify", "--steps", args.steps, "--accelerator", "cpu",
+               "--work", os.path.join(args.work, "verify"), "--report", report, "--timeout", "300"]
+    env = dict(os.environ)
+    if args.case == "program":
+        source = os.path.abspath(args.source)
+        if not os.path.exists(source):
+            print(f"VERIFY TEST SKIPPED: {source} does not exist; this program was NOT verified", flush=True)
+            sys.exit(77)
+        if os.path.isdir(source):
+            command += ["-p", configured_project(args, source)]
+        else:
+            command.append(source)
+        if args.args:
+            command += ["--args", args.args]
+    elif args.case == "divergent_stop":
+        command += [EARLY_STOP, "--steps", "2000"]
+    else:
+        command.append(CLASSIFIER)
+        if args.case in MUTATIONS:
+            command += ["--migrated", broken_migration(args, args.case)]
+        if args.case == "runtime_random":
+            env["FABRIC_TEST_DRAW_RANDOM_AT_SETUP"] = "1"
+
+    result = run(command, env=env, timeout=1500)
+    output = result.stdout + result.stderr
+    print(output, flush=True)
+    code, failing, text = EXPECT[args.case]
+    if result.returncode != code:
+        fail(f"{args.case}: fabricize verify exited {result.returncode}, expected {code}")
+    if text not in output:
+        fail(f"{args.case}: the output does not say {text!r}")
+    if code == 2:
+        return
+    with open(report) as f:
+        verdicts = {c["id"]: c["verdict"] for c in json.load(f)["checks"]}
+    with open(os.path.splitext(report)[0] + ".md") as f:
+        if "# fabricize verify" not in f.read():
+            fail("the Markdown summary is missing its title")
+    if failing is None:
+        bad = {k: v for k, v in verdicts.items() if v == "fail"}
+        if bad:
+            fail(f"{args.case}: checks failed: {bad}")
+        # The checks that prove a migration must have run.
+        for check in ("one-rank-records", "one-rank-console", "two-ranks-parameters", "two-ranks-loss"):
+            if verdicts.get(check) != "pass":
+                fail(f"{args.case}: {check} is {verdicts.get(check)!r}, expected pass")
+    else:
+        if verdicts.get(failing) != "fail":
+            fail(f"{args.case}: check {failing} is {verdicts.get(failing)!r}, expected fail ({verdicts})")
+        # A broken migration still builds and runs: the 1-rank checks of a
+        # 2-rank fault stay green (the fault is found where it is).
+        if args.case != "runtime_random" and verdicts.get("one-rank-records") != "pass":
+            fail(f"{args.case}: one-rank-records is {verdicts.get('one-rank-records')!r}, expected pass")
+    print(f"VERIFY TEST PASSED: {args.case}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
