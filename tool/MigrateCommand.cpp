@@ -12,6 +12,7 @@
 #include "EditSet.h"
 #include "Engine.h"
 #include "Instrumentation.h"
+#include "MigrationReport.h"
 #include "EngineSetup.h"
 #include "Output.h"
 #include "Pch.h"
@@ -72,8 +73,12 @@ cl::opt<std::string> numNodes("num-nodes", cl::desc("Number of nodes"), cl::cat(
 cl::opt<bool> emitCMake("emit-cmake", cl::desc("With -o: write a CMakeLists.txt that builds the "
                                                "migrated sources against find_package(Fabric)"),
                         cl::cat(category));
-cl::opt<std::string> reportPath("report", cl::desc("Write a JSON report of every edit and finding"),
-                                cl::value_desc("file"), cl::cat(category));
+cl::list<std::string> reportPaths("report",
+                                  cl::desc("Write a report: JSON (every edit and finding, and a summary), or "
+                                           "for a file ending in .md or .html the migration report a team "
+                                           "plans with (per file and rule: migrated automatically, needs a "
+                                           "person, not understood); may be given more than once"),
+                                  cl::value_desc("file"), cl::cat(category));
 cl::opt<bool> instrument("instrument-for-verify",
                          cl::desc("Instead of migrating, add the records fabricize verify compares "
                                   "(fabric/verify.h) to a copy of the original program; needs -o"),
@@ -549,9 +554,36 @@ int runMigrate(int argc, const char** argv) {
                       "train unsynchronised copies there\n";
   }
 
-  if (!reportPath.empty()) {
+  MigrationReportData plan;
+  plan.root = root;
+  auto inRoot = [&](const std::string& path) {
+    return isUnderOrEqual(path, root) && path != root ? relativeTo(path, root) : path;
+  };
+  for (const auto& [path, r] : rendered) plan.files.push_back(inRoot(path));
+  for (const RuleMatch& m : result.matches)
+    if (!m.reportOnly) plan.entries.push_back({ReportEntry::Automatic, m.ruleId, inRoot(m.file), m.line, m.explanation});
+  for (const std::string& path : buildFiles)
+    if (auto r = rendered.find(path); r != rendered.end())
+      for (const TextEdit& e : r->second.merged.edits)
+        plan.entries.push_back({ReportEntry::Automatic, e.ruleId, inRoot(path), e.line, e.explanation});
+  for (const Finding& f : findings)
+    plan.entries.push_back({findingKind(f.ruleId, f.message), f.ruleId, inRoot(f.file), f.line, f.message, f.error});
+  const ReportSummary summary = summarize(plan);
+
+  for (const std::string& reportPath : reportPaths) {
+    llvm::StringRef extension = llvm::sys::path::extension(reportPath);
+    if (extension == ".md" || extension == ".html") {
+      std::string problem = writeFileAtomically(
+          reportPath, extension == ".md" ? renderMarkdownReport(plan) : renderHtmlReport(plan));
+      if (!problem.empty()) return fail(problem);
+      continue;
+    }
     nlohmann::json report = {{"root", root}, {"files", nlohmann::json::array()},
-                             {"findings", nlohmann::json::array()}};
+                             {"findings", nlohmann::json::array()},
+                             {"summary", {{"migrated_automatically", summary.automatic},
+                                          {"needs_a_person", summary.needsPerson},
+                                          {"not_understood", summary.notUnderstood},
+                                          {"automatic_percent", summary.automaticShare()}}}};
     for (const auto& [path, r] : rendered) {
       nlohmann::json file = {{"path", path}, {"edits", nlohmann::json::array()}};
       for (const TextEdit& e : r.merged.edits)

@@ -504,7 +504,7 @@ std::string locate(const char* argv0, std::string& fabricizePath) {
 // --- the report ---------------------------------------------------------------
 
 std::string markdown(const std::vector<Check>& checks, const std::string& subject, int verdict,
-                     const nlohmann::json& findings) {
+                     const nlohmann::json& findings, const std::string& migrationReport) {
   std::string md = "# fabricize verify: " + subject + "\n\n";
   md += verdict == kEquivalent ? "**Equivalent**: every check passed.\n\n"
                                : "**Differences found** (exit 1): see the failed checks.\n\n";
@@ -519,6 +519,9 @@ std::string markdown(const std::vector<Check>& checks, const std::string& subjec
       for (const std::string& w : c.where) md += "- `" + w + "`\n";
     }
   }
+  if (!migrationReport.empty())
+    md += "\nThe migration report (per file and rule: migrated automatically, needs a person, not "
+          "understood): " + migrationReport + "\n";
   if (!findings.empty()) {
     md += "\n## What the migration reported\n\n";
     for (const auto& f : findings)
@@ -577,7 +580,9 @@ int runVerify(int argc, const char** argv) {
     command.insert(command.end(), input.begin(), input.end());
     command.insert(command.end(), {"-o", fresh, "--quiet"});
     if (instrumented) command.push_back("--instrument-for-verify");
-    else command.insert(command.end(), {"--report", o.work + "/migration.json"});
+    else
+      command.insert(command.end(), {"--report", o.work + "/migration.json", "--report", o.work + "/migration.md",
+                                     "--report", o.work + "/migration.html"});
     if (o.sawDashDash) {
       command.push_back("--");
       command.insert(command.end(), o.compilerFlags.begin(), o.compilerFlags.end());
@@ -588,6 +593,8 @@ int runVerify(int argc, const char** argv) {
       return std::string(instrumented ? "instrumenting" : "migrating") + " failed:\n" + tail(run.err, 30);
     return syncTree(fresh, out);
   };
+  for (const char* stale : {"/migration.json", "/migration.md", "/migration.html"})
+    llvm::sys::fs::remove(o.work + stale);
   const std::string originalTree = o.work + "/original";
   std::string migratedTree = o.work + "/migrated";
   llvm::errs() << "fabricize verify: writing the instrumented original and the migration in " << o.work << "\n";
@@ -898,7 +905,8 @@ int runVerify(int argc, const char** argv) {
     std::string problem = writeFileAtomically(o.report, report.dump(2) + "\n");
     llvm::SmallString<256> md(o.report);
     llvm::sys::path::replace_extension(md, "md");
-    if (problem.empty()) problem = writeFileAtomically(std::string(md), markdown(checks, subject, verdict, migrationFindings));
+    if (problem.empty()) problem = writeFileAtomically(std::string(md), markdown(checks, subject, verdict, migrationFindings,
+                                                    o.migrated.empty() ? o.work + "/migration.md" : ""));
     if (!problem.empty()) return cannot(problem);
   }
   return verdict;

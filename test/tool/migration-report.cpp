@@ -1,0 +1,48 @@
+// The migration report a team plans with (--report plan.md / plan.html,
+// beside the JSON report's summary): what was migrated automatically, what
+// needs a person, what the tool did not understand (code in a macro), per
+// rule and per file, with the share migrated automatically.
+// RUN: rm -rf %t && mkdir -p %t
+// RUN: not %fabricize %s --diff --quiet --report %t/plan.md --report %t/plan.html --report %t/plan.json -- %flags > /dev/null
+// RUN: FileCheck %s --input-file=%t/plan.md --check-prefix=MD
+// RUN: FileCheck %s --input-file=%t/plan.html --check-prefix=HTML
+// RUN: FileCheck %s --input-file=%t/plan.json --check-prefix=JSON
+#include <torch/torch.h>
+
+#define BACKWARD(loss) loss.backward()
+
+int main() {
+  torch::nn::Linear model(4, 1);
+  torch::optim::SGD optimizer(model->parameters(), 0.1);
+  torch::Device second("cuda:1");
+  (void)second;
+  for (int step = 0; step < 10; ++step) {
+    optimizer.zero_grad();
+    auto loss = model->forward(torch::ones({2, 4})).sum();
+    BACKWARD(loss);
+    optimizer.step();
+  }
+  return 0;
+}
+// MD: # Migration report:
+// MD: Training constructs found: 7; 4 migrated automatically (57%), 2 need a person, 1 not understood by the tool.
+// MD: ## Where the Fabric goes
+// MD: - migration-report.cpp:14: construct the Fabric at the top of main [fabric-insert]
+// MD: | rule | migrated automatically | needs a person | not understood |
+// MD: | fabric-backward | 0 | 0 | 1 |
+// MD: | fabric-hardcoded-device | 0 | 1 | 0 |
+// MD: | fabric-own-dataloader | 0 | 1 | 0 |
+// MD: | fabric-step | 1 | 0 | 0 |
+// MD: ### migration-report.cpp
+// MD: | 17 | fabric-hardcoded-device | hard-coded device index{{.*}} | needs a person |
+// MD: | 22 | fabric-backward | not migrated: the code is inside a macro expansion {{.*}} | not understood |
+// MD: | 23 | fabric-step | {{.*}} | migrated automatically |
+// HTML: <!DOCTYPE html>
+// HTML: <h1>Migration report: {{.*}}</h1>
+// HTML: <tr><td>fabric-backward</td><td>0</td><td>0</td><td>1</td></tr>
+// HTML: <td>not migrated: the code is inside a macro expansion {{.*}}</td><td>not understood</td></tr>
+// JSON: "summary": {
+// JSON-DAG: "automatic_percent": 57.{{[0-9]+}}
+// JSON-DAG: "migrated_automatically": 4
+// JSON-DAG: "needs_a_person": 2
+// JSON-DAG: "not_understood": 1

@@ -1,0 +1,213 @@
+#include "MigrationReport.h"
+
+#include <algorithm>
+#include <array>
+#include <cstdio>
+#include <map>
+#include <set>
+#include <tuple>
+
+namespace fabricize {
+
+namespace {
+
+// The report as blocks, rendered to Markdown or HTML by the same walk.
+struct Block {
+  enum Kind { Heading, Paragraph, Table, List } kind;
+  int level = 2;
+  std::string text;
+  std::vector<std::string> header;
+  std::vector<std::vector<std::string>> rows;
+  std::vector<std::string> items;
+};
+
+const char* kindName(ReportEntry::Kind kind) {
+  switch (kind) {
+    case ReportEntry::Automatic: return "migrated automatically";
+    case ReportEntry::NeedsPerson: return "needs a person";
+    case ReportEntry::NotUnderstood: return "not understood";
+  }
+  return "";
+}
+
+std::string percent(double value) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.0f%%", value);
+  return text;
+}
+
+std::string where(const ReportEntry& e) { return e.file + ":" + std::to_string(e.line); }
+
+std::vector<Block> build(const MigrationReportData& data) {
+  std::vector<Block> doc;
+  const ReportSummary summary = summarize(data);
+  doc.push_back({Block::Heading, 1, "Migration report: " + data.root});
+  doc.push_back({Block::Paragraph, 0,
+                 std::to_string(data.files.size()) + " files read. Training constructs found: " +
+                     std::to_string(summary.automatic + summary.needsPerson + summary.notUnderstood) + "; " +
+                     std::to_string(summary.automatic) + " migrated automatically (" +
+                     percent(summary.automaticShare()) + "), " + std::to_string(summary.needsPerson) +
+                     " need a person, " + std::to_string(summary.notUnderstood) + " not understood by the tool."});
+
+  // Where the Fabric lives: constructed in main, passed to the training code.
+  Block fabric{Block::List};
+  std::vector<ReportEntry> inOrder = data.entries;
+  std::stable_sort(inOrder.begin(), inOrder.end(), [](const ReportEntry& a, const ReportEntry& b) {
+    return std::tie(a.file, a.line) < std::tie(b.file, b.line);
+  });
+  for (const ReportEntry& e : inOrder)
+    if (e.kind == ReportEntry::Automatic && (e.ruleId == "fabric-insert" || e.ruleId == "fabric-thread-fabric"))
+      fabric.items.push_back(where(e) + ": " + e.text + " [" + e.ruleId + "]");
+  doc.push_back({Block::Heading, 2, "Where the Fabric goes"});
+  if (fabric.items.empty())
+    doc.push_back({Block::Paragraph, 0, "Nowhere: no main and no training code that needs it was found."});
+  else
+    doc.push_back(fabric);
+
+  doc.push_back({Block::Heading, 2, "Per rule"});
+  std::map<std::string, std::array<size_t, 3>> perRule;
+  for (const ReportEntry& e : data.entries) ++perRule[e.ruleId][e.kind];
+  Block rules{Block::Table};
+  rules.header = {"rule", kindName(ReportEntry::Automatic), kindName(ReportEntry::NeedsPerson),
+                  kindName(ReportEntry::NotUnderstood)};
+  for (const auto& [rule, counts] : perRule)
+    rules.rows.push_back({rule, std::to_string(counts[0]), std::to_string(counts[1]), std::to_string(counts[2])});
+  doc.push_back(rules);
+
+  doc.push_back({Block::Heading, 2, "Per file"});
+  std::map<std::string, std::vector<const ReportEntry*>> perFile;
+  for (const ReportEntry& e : data.entries) perFile[e.file].push_back(&e);
+  for (const std::string& file : data.files)
+    if (!perFile.count(file)) perFile[file];
+  for (auto& [file, entries] : perFile) {
+    std::stable_sort(entries.begin(), entries.end(),
+                     [](const ReportEntry* a, const ReportEntry* b) { return a->line < b->line; });
+    doc.push_back({Block::Heading, 3, file});
+    if (entries.empty()) {
+      doc.push_back({Block::Paragraph, 0, "Nothing to migrate."});
+      continue;
+    }
+    Block table{Block::Table};
+    table.header = {"line", "rule", "what", "status"};
+    for (const ReportEntry* e : entries)
+      table.rows.push_back({std::to_string(e->line), e->ruleId, e->text,
+                            std::string(kindName(e->kind)) + (e->error ? " (error)" : "")});
+    doc.push_back(table);
+  }
+  return doc;
+}
+
+std::string markdownCell(std::string text) {
+  std::string out;
+  for (char c : text) {
+    if (c == '|') out += "\\|";
+    else if (c == '\n') out += ' ';
+    else out += c;
+  }
+  return out;
+}
+
+std::string html(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+ReportEntry::Kind findingKind(const std::string& ruleId, const std::string& message) {
+  if (ruleId == "fabric-project" || message.rfind("internal error", 0) == 0 ||
+      message.find("inside a macro expansion") != std::string::npos)
+    return ReportEntry::NotUnderstood;
+  return ReportEntry::NeedsPerson;
+}
+
+double ReportSummary::automaticShare() const {
+  size_t all = automatic + needsPerson + notUnderstood;
+  return all == 0 ? 100.0 : 100.0 * static_cast<double>(automatic) / static_cast<double>(all);
+}
+
+ReportSummary summarize(const MigrationReportData& data) {
+  ReportSummary s;
+  for (const ReportEntry& e : data.entries) {
+    if (e.kind == ReportEntry::Automatic) ++s.automatic;
+    else if (e.kind == ReportEntry::NeedsPerson) ++s.needsPerson;
+    else ++s.notUnderstood;
+  }
+  return s;
+}
+
+std::string renderMarkdownReport(const MigrationReportData& data) {
+  std::string out;
+  for (const Block& b : build(data)) {
+    switch (b.kind) {
+      case Block::Heading: out += std::string(b.level, '#') + " " + b.text + "\n\n"; break;
+      case Block::Paragraph: out += b.text + "\n\n"; break;
+      case Block::List:
+        for (const std::string& item : b.items) out += "- " + item + "\n";
+        out += "\n";
+        break;
+      case Block::Table: {
+        std::string line = "|", rule = "|";
+        for (const std::string& h : b.header) {
+          line += " " + markdownCell(h) + " |";
+          rule += "---|";
+        }
+        out += line + "\n" + rule + "\n";
+        for (const auto& row : b.rows) {
+          line = "|";
+          for (const std::string& cell : row) line += " " + markdownCell(cell) + " |";
+          out += line + "\n";
+        }
+        out += "\n";
+        break;
+      }
+    }
+  }
+  return out;
+}
+
+std::string renderHtmlReport(const MigrationReportData& data) {
+  std::string out =
+      "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>Migration report</title>\n"
+      "<style>body{font-family:sans-serif;max-width:70em;margin:2em auto}table{border-collapse:collapse}"
+      "td,th{border:1px solid #ccc;padding:.2em .5em;text-align:left;vertical-align:top}</style>\n"
+      "</head><body>\n";
+  for (const Block& b : build(data)) {
+    switch (b.kind) {
+      case Block::Heading: {
+        std::string tag = "h" + std::to_string(b.level);
+        out += "<" + tag + ">" + html(b.text) + "</" + tag + ">\n";
+        break;
+      }
+      case Block::Paragraph: out += "<p>" + html(b.text) + "</p>\n"; break;
+      case Block::List:
+        out += "<ul>\n";
+        for (const std::string& item : b.items) out += "<li>" + html(item) + "</li>\n";
+        out += "</ul>\n";
+        break;
+      case Block::Table:
+        out += "<table>\n<tr>";
+        for (const std::string& h : b.header) out += "<th>" + html(h) + "</th>";
+        out += "</tr>\n";
+        for (const auto& row : b.rows) {
+          out += "<tr>";
+          for (const std::string& cell : row) out += "<td>" + html(cell) + "</td>";
+          out += "</tr>\n";
+        }
+        out += "</table>\n";
+        break;
+    }
+  }
+  return out + "</body></html>\n";
+}
+
+}  // namespace fabricize
