@@ -23,6 +23,7 @@ PACKAGES=(
   python3-torch                                       # bench/compare_ddp.py: PyTorch's own DDP for comparison
   graphviz                                            # docs.architecture regenerates docs/architecture/*.svg to check them
   iproute2                                            # test/multinode: test hosts are network namespaces (ip netns, ss)
+  neovim                                              # lsp.nvim: a real editor (nvim --headless, built-in LSP client) applies the fixes
 )
 
 missing=()

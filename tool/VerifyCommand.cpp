@@ -194,7 +194,7 @@ Run execute(const std::string& name, const std::vector<std::string>& command, co
   run.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   run.started = !failed;
   // ExecuteAndWait returns -2 after killing a child that ran past the limit.
-  run.timedOut = run.exitCode == -2 && message.find("timeout") != std::string::npos;
+  run.timedOut = run.exitCode == -2 && message.find("timed out") != std::string::npos;
   run.out = readFile(outPath);
   run.err = readFile(errPath);
   if (!message.empty() && !run.timedOut) run.err += "\n" + message;

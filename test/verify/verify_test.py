@@ -18,6 +18,8 @@ Inputs/classifier/train.cpp by one textual change, which must apply):
   divergent_stop       test/shapes/early_stop (stops on a per-rank loss): the 2-rank
                        job ends early, with the runtime's message and the finding
   cannot_build         the migration does not compile: exit 2
+  hang                 the migration sleeps after its 3rd step: each run is killed at the
+                       time limit and reported with the step where it stopped
 Exit 77 (ctest's skip code) with a loud message when an input is missing.
 """
 import argparse
@@ -27,6 +29,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 CLASSIFIER = os.path.join(HERE, "Inputs", "classifier", "train.cpp")
@@ -38,6 +41,9 @@ MUTATIONS = {
     "metric_over_dataset": (r"\n *correct = fabric\.all_reduce\(correct, fabric::ReduceOp::Sum\);", ""),
     "file_every_rank": (r"fabric\.rank_zero_ofstream\(\"train_log\.csv\"\)", "\"train_log.csv\""),
     "cannot_build": (r"fabric\.backward\(loss\);", "fabric.backward(loss) this does not compile;"),
+    # Both ranks (and the 1-process run) stop forever after their 3rd step.
+    "hang": (r"fabric\.step\(optimizer\);",
+             "fabric.step(optimizer);\n      if (batches == 2) std::this_thread::sleep_for(std::chrono::hours(1));"),
 }
 # case -> (exit code, the check that must fail or None, text its output must hold)
 EXPECT = {
@@ -49,6 +55,7 @@ EXPECT = {
     "runtime_random": (1, "one-rank-records", "the first loss already differs"),
     "divergent_stop": (1, "two-ranks-run", "fabric-divergent-exit"),
     "cannot_build": (2, None, "does not compile"),
+    "hang": (1, "two-ranks-run", "did not finish (killed after the time limit: a hang?) (rank 0 after step 3, rank 1 after step 3)"),
 }
 
 
@@ -129,6 +136,8 @@ def main():
         if args.case == "runtime_random":
             env["FABRIC_TEST_DRAW_RANDOM_AT_SETUP"] = "1"
 
+    if args.case == "hang":
+        command[command.index("--timeout") + 1] = "20"
     result = run(command, env=env, timeout=1500)
     output = result.stdout + result.stderr
     print(output, flush=True)
@@ -157,8 +166,18 @@ def main():
             fail(f"{args.case}: check {failing} is {verdicts.get(failing)!r}, expected fail ({verdicts})")
         # A broken migration still builds and runs: the 1-rank checks of a
         # 2-rank fault stay green (the fault is found where it is).
-        if args.case != "runtime_random" and verdicts.get("one-rank-records") != "pass":
+        if args.case not in ("runtime_random", "hang") and verdicts.get("one-rank-records") != "pass":
             fail(f"{args.case}: one-rank-records is {verdicts.get('one-rank-records')!r}, expected pass")
+    if args.case == "hang":
+        # Killed at the limit, and no rank left behind.
+        for _ in range(20):
+            left = subprocess.run(["pgrep", "-f", os.path.join(args.work, "verify", "build-migrated")],
+                                  capture_output=True, text=True).stdout.split()
+            if not left:
+                break
+            time.sleep(0.5)
+        if left:
+            fail(f"hang: processes of the killed job still run: {left}")
     print(f"VERIFY TEST PASSED: {args.case}", flush=True)
 
 
