@@ -338,12 +338,17 @@ std::vector<SourceLine> sourceLines(const std::string& tree) {
   std::error_code ec;
   for (llvm::sys::fs::recursive_directory_iterator it(tree, ec), end; it != end && !ec; it.increment(ec)) {
     llvm::StringRef path = it->path();
-    if (path.contains("/build") || path.contains("CMakeFiles")) continue;
+    // Build folders inside the tree hold generated code, not the program's.
+    llvm::StringRef relative = path.substr(tree.size() + 1);
+    if (relative.starts_with("build") || relative.contains("/build") || relative.contains("CMakeFiles")) {
+      if (it->type() == llvm::sys::fs::file_type::directory_file) it.no_push();
+      continue;
+    }
     llvm::StringRef ext = llvm::sys::path::extension(path);
     if (ext != ".cpp" && ext != ".cc" && ext != ".cxx" && ext != ".h" && ext != ".hpp") continue;
     auto text = lines(readFile(path.str()));
     for (size_t i = 0; i < text.size(); ++i)
-      out.push_back({path.substr(tree.size() + 1).str(), static_cast<unsigned>(i + 1), text[i]});
+      out.push_back({relative.str(), static_cast<unsigned>(i + 1), text[i]});
   }
   return out;
 }

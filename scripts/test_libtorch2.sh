@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# The runtime and the tool against LibTorch 2.x (scripts/libtorch2.sh: PyPI's
+# CUDA torch wheel, installed once per machine), beside the default build on
+# Debian's 1.13:
+#   1. build-torch2/: the runtime alone, configured with
+#      -DCMAKE_PREFIX_PATH=<the wheel's LibTorch> as users configure theirs;
+#      the wheel is a CUDA build, so the NCCL path (USE_C10D_NCCL, CUDA
+#      device placement, the NCCL process group, CUDA AMP) is compiled and
+#      linked too (no GPU here: it runs on the GPU machine, bench/gpu);
+#   2. its tests: the runtime's unit and multi-process tests (launch, ddp,
+#      zero1/zero2, precision, collectives, checkpoints, loggers, fault and
+#      multi-node tests) with real Gloo on CPU;
+#   3. the tool on 2.x headers, end to end: fabricize verify migrates
+#      examples/sine_regression against 2.x's headers (its PCH built from
+#      them), builds the original and the migration against build-torch2's
+#      Fabric, runs both and compares (docs/verify.md).
+#
+#   scripts/test_libtorch2.sh            all three
+#   scripts/test_libtorch2.sh -R ddp     step 2 with these ctest arguments only
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root="$(scripts/libtorch2.sh)"
+version="$(sed -n 's/^__version__ = .\([0-9.]*\).*/\1/p' "$root/version.py" | head -1)"
+echo "test_libtorch2.sh: LibTorch $version at $root"
+step() {  # name, command...: runs it and prints how long it took
+  local name="$1" start; shift
+  start=$(date +%s)
+  "$@"
+  echo "test_libtorch2.sh: $name took $(( $(date +%s) - start )) s"
+}
+mkdir -p build-torch2
+step "configure" cmake -S . -B build-torch2 -G Ninja -DCMAKE_BUILD_TYPE=Release -DFABRIC_BUILD_TOOL=OFF \
+  -DCMAKE_PREFIX_PATH="$root" > build-torch2/configure.log 2>&1 || { cat build-torch2/configure.log; exit 1; }
+if ! grep -q '^FABRIC_WITH_NCCL:BOOL=ON' build-torch2/CMakeCache.txt; then
+  echo "test_libtorch2.sh: the NCCL path is off against $root (a CUDA LibTorch was expected)" >&2
+  exit 1
+fi
+step "build (runtime with NCCL, tests)" cmake --build build-torch2 -j "$(nproc)"
+step "ctest (runtime on $version)" ctest --test-dir build-torch2 --output-on-failure -j 2 -E '^docs\.' "$@"
+if [ $# -gt 0 ]; then
+  echo "test_libtorch2.sh: ctest arguments given: the end-to-end step was NOT run" >&2
+  exit 0
+fi
+# The tool parses against the 2.x headers named after --, the programs build
+# against build-torch2's Fabric package.
+work="build-torch2/verify-sine"
+step "verify on $version (examples/sine_regression)" build/bin/fabricize verify \
+  examples/sine_regression/train.cpp --steps 96 --accelerator cpu --work "$work" \
+  --fabric-dir build-torch2 --report "$work.json" \
+  -- -std=c++17 -DUSE_DISTRIBUTED -DUSE_C10D_GLOO -isystem "$root/include" \
+  -isystem "$root/include/torch/csrc/api/include"
