@@ -16,23 +16,13 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from lsp_client_test import Failure, check, start, stop  # noqa: E402
+from nvim_test import PROGRAM as NVIM_PROGRAM  # noqa: E402
 
 BURSTS, EDITS_PER_BURST, WARMUP_BURSTS = 50, 20, 10
 GROWTH_LIMIT_MIB = 16
 
-PROGRAM = """#include <torch/torch.h>
-int main() {
-  torch::nn::Linear model(4, 1);
-  torch::optim::SGD optimizer(model->parameters(), 0.1);
-  for (int step = 0; step < 10; ++step) {
-    optimizer.zero_grad();
-    auto loss = model->forward(torch::ones({2, 4}).cuda()).sum();
-    loss.backward();
-    optimizer.step();
-  }
-  // edit %d
-}
-"""
+# The Neovim test's program, with a line that changes at each edit.
+PROGRAM = NVIM_PROGRAM.rstrip("\n") + "\n// edit %d\n"
 
 
 def rss_mib(pid):
