@@ -136,18 +136,16 @@ bool parseOptions(int argc, const char** argv, VerifyOptions& o, std::string& er
 // --- processes ---------------------------------------------------------------
 
 struct Run {
-  std::string name;  // original, one, two
   int exitCode = 0;
-  bool timedOut = false, started = true;
+  bool timedOut = false;
   double seconds = 0;
   std::string out, err;
 };
 
-std::string readFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
+// The whole file, or "" when it cannot be read (a record a run never wrote).
+std::string contentsOf(const std::string& path) {
+  std::string text;
+  return readFile(path, text) ? text : std::string();
 }
 
 std::vector<std::string> lines(const std::string& text) {
@@ -166,11 +164,10 @@ std::string tail(const std::string& text, size_t count) {
 
 // Runs `command` in `cwd` with `extraEnvironment` over this process's,
 // stdout and stderr to files. Folders it needs are made.
-Run execute(const std::string& name, const std::vector<std::string>& command, const std::string& cwd,
+Run execute(const std::vector<std::string>& command, const std::string& cwd,
             const std::map<std::string, std::string>& extraEnvironment, const std::string& logStem,
             unsigned timeout) {
   Run run;
-  run.name = name;
   llvm::sys::fs::create_directories(cwd);
   std::vector<std::string> environment;
   for (char** entry = environ; *entry != nullptr; ++entry) {
@@ -188,15 +185,13 @@ Run execute(const std::string& name, const std::vector<std::string>& command, co
   std::optional<llvm::StringRef> redirects[] = {llvm::StringRef("/dev/null"), llvm::StringRef(outPath),
                                                 llvm::StringRef(errPath)};
   std::string message;
-  bool failed = false;
   auto start = std::chrono::steady_clock::now();
-  run.exitCode = llvm::sys::ExecuteAndWait("/bin/sh", argRefs, envRefs, redirects, timeout, 0, &message, &failed);
+  run.exitCode = llvm::sys::ExecuteAndWait("/bin/sh", argRefs, envRefs, redirects, timeout, 0, &message);
   run.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  run.started = !failed;
   // ExecuteAndWait returns -2 after killing a child that ran past the limit.
   run.timedOut = run.exitCode == -2 && message.find("timed out") != std::string::npos;
-  run.out = readFile(outPath);
-  run.err = readFile(errPath);
+  run.out = contentsOf(outPath);
+  run.err = contentsOf(errPath);
   if (!message.empty() && !run.timedOut) run.err += "\n" + message;
   return run;
 }
@@ -346,7 +341,7 @@ std::vector<SourceLine> sourceLines(const std::string& tree) {
     }
     llvm::StringRef ext = llvm::sys::path::extension(path);
     if (ext != ".cpp" && ext != ".cc" && ext != ".cxx" && ext != ".h" && ext != ".hpp") continue;
-    auto text = lines(readFile(path.str()));
+    auto text = lines(contentsOf(path.str()));
     for (size_t i = 0; i < text.size(); ++i)
       out.push_back({relative.str(), static_cast<unsigned>(i + 1), text[i]});
   }
@@ -391,7 +386,7 @@ std::map<std::string, std::set<int>> writersByFile(const std::string& log, const
   for (const Record& r : records)
     if (r.present) rankOfPid[r.pid] = r.rank;
   std::map<std::string, std::set<int>> out;
-  for (const std::string& line : lines(readFile(log))) {
+  for (const std::string& line : lines(contentsOf(log))) {
     size_t tab = line.find('\t');
     if (tab == std::string::npos) continue;
     long pid = std::atol(line.substr(0, tab).c_str());
@@ -432,9 +427,9 @@ std::string syncTree(const std::string& from, const std::string& to) {
   std::set<std::string> wanted;
   for (const std::string& relative : filesIn(from)) {
     wanted.insert(relative);
-    std::string text = readFile(from + "/" + relative);
+    std::string text = contentsOf(from + "/" + relative);
     const std::string target = to + "/" + relative;
-    if (llvm::sys::fs::exists(target) && readFile(target) == text) continue;
+    if (llvm::sys::fs::exists(target) && contentsOf(target) == text) continue;
     if (std::string problem = writeFileAtomically(target, text); !problem.empty()) return problem;
   }
   if (llvm::sys::fs::exists(to))
@@ -458,8 +453,9 @@ std::vector<std::string> elfExecutables(const std::string& build) {
     if (it->type() != llvm::sys::fs::file_type::regular_file || llvm::sys::path::filename(path).contains('.'))
       continue;
     if (!llvm::sys::fs::can_execute(path)) continue;
-    std::string head = readFile(path.str()).substr(0, 4);
-    if (head == "\x7f" "ELF") found.push_back(path.str());
+    char head[4] = {};
+    std::ifstream(path.str(), std::ios::binary).read(head, sizeof head);
+    if (std::string(head, sizeof head) == "\x7f" "ELF") found.push_back(path.str());
   }
   std::sort(found.begin(), found.end());
   return found;
@@ -477,9 +473,9 @@ std::string buildProject(const std::string& source, const std::string& build, co
                                     };
   if (llvm::sys::fs::exists(include)) configure.push_back("-DCMAKE_PROJECT_INCLUDE=" + include);
   if (llvm::sys::findProgramByName("ninja")) configure.insert(configure.begin() + 1, {"-G", "Ninja"});
-  Run step = execute("configure", configure, o.work, {}, logStem + ".configure", 0);
+  Run step = execute(configure, o.work, {}, logStem + ".configure", 0);
   if (step.exitCode != 0) return "configuring " + source + " failed:\n" + tail(step.out + step.err, 30);
-  step = execute("build", {*cmake, "--build", build}, o.work, {}, logStem + ".build", 0);
+  step = execute({*cmake, "--build", build}, o.work, {}, logStem + ".build", 0);
   if (step.exitCode != 0) return "building " + source + " failed:\n" + tail(step.out + step.err, 40);
   return "";
 }
@@ -592,7 +588,7 @@ int runVerify(int argc, const char** argv) {
       command.push_back("--");
       command.insert(command.end(), o.compilerFlags.begin(), o.compilerFlags.end());
     }
-    Run run = execute(instrumented ? "instrument" : "migrate", command, o.work, {},
+    Run run = execute(command, o.work, {},
                       o.work + (instrumented ? "/instrument" : "/migrate"), 0);
     if (run.exitCode != 0 && run.exitCode != 1)
       return std::string(instrumented ? "instrumenting" : "migrating") + " failed:\n" + tail(run.err, 30);
@@ -643,7 +639,7 @@ int runVerify(int argc, const char** argv) {
     std::vector<std::string> command{binary};
     command.insert(command.end(), o.programArgs.begin(), o.programArgs.end());
     llvm::errs() << "fabricize verify: running " << name << "\n";
-    return execute(name, command, o.work + "/runs/" + name, env, recordFolder + "/console", o.timeout);
+    return execute(command, o.work + "/runs/" + name, env, recordFolder + "/console", o.timeout);
   };
   Run original = runProgram("original", binaries[0], 0);
   std::vector<Record> originalRecord{readRecord(records + "/original/rank0.txt")};
@@ -659,7 +655,7 @@ int runVerify(int argc, const char** argv) {
   for (int rank = 0; rank < 2; ++rank) twoRecords.push_back(readRecord(records + "/two/rank" + std::to_string(rank) + ".txt"));
 
   nlohmann::json migrationFindings = nlohmann::json::array();
-  if (auto text = readFile(o.work + "/migration.json"); !text.empty()) {
+  if (auto text = contentsOf(o.work + "/migration.json"); !text.empty()) {
     auto parsed = nlohmann::json::parse(text, nullptr, false);
     if (!parsed.is_discarded() && parsed.contains("findings")) migrationFindings = parsed["findings"];
   }
