@@ -244,19 +244,22 @@ std::set<std::string> rebuiltPchs;
 // clangd does with its preamble.
 class OwnDeclarationsConsumer : public ASTConsumer {
  public:
-  OwnDeclarationsConsumer(MatchFinder& finder, const SourceManager& sm) : finder_(finder), sm_(sm) {}
+  OwnDeclarationsConsumer(MatchFinder& finder, const SourceManager& sm, const std::atomic<bool>* cancelled)
+      : finder_(finder), sm_(sm), cancelled_(cancelled) {}
   // No rule looks inside the functions of system headers (LibTorch's
   // thousands of inline bodies): Sema skips them, as clangd does for its
   // preambles. It never skips what the types of the user's code depend on
   // (constexpr functions, deduced return types).
   bool shouldSkipFunctionBody(Decl* d) override {
-    return sm_.isInSystemHeader(sm_.getExpansionLoc(d->getLocation()));
+    return isCancelled() || sm_.isInSystemHeader(sm_.getExpansionLoc(d->getLocation()));
   }
+  // False stops the parse: a cancelled analysis ends at the next declaration.
   bool HandleTopLevelDecl(DeclGroupRef group) override {
     for (Decl* d : group) own_.push_back(d);
-    return true;
+    return !isCancelled();
   }
   void HandleTranslationUnit(ASTContext& context) override {
+    if (isCancelled()) return;
     const SourceManager& sm = context.getSourceManager();
     std::vector<Decl*> scope;
     for (Decl* d : own_)
@@ -266,8 +269,11 @@ class OwnDeclarationsConsumer : public ASTConsumer {
   }
 
  private:
+  bool isCancelled() const { return cancelled_ && cancelled_->load(std::memory_order_relaxed); }
+
   MatchFinder& finder_;
   const SourceManager& sm_;
+  const std::atomic<bool>* cancelled_;
   std::vector<Decl*> own_;
 };
 
@@ -276,14 +282,15 @@ class OwnDeclarationsConsumer : public ASTConsumer {
 class RecordingAction : public ASTFrontendAction {
  public:
   RecordingAction(MatchFinder& finder, bool& failed, const std::string& root, std::set<std::string>& read,
-                  bool& definesMain)
-      : finder_(finder), failed_(failed), root_(root), read_(read), definesMain_(definesMain) {}
+                  bool& definesMain, const std::atomic<bool>* cancelled)
+      : finder_(finder), failed_(failed), root_(root), read_(read), definesMain_(definesMain),
+        cancelled_(cancelled) {}
   bool BeginInvocation(CompilerInstance& ci) override {
     ci.getFrontendOpts().SkipFunctionBodies = true;  // asks the consumer, body by body
     return true;
   }
   std::unique_ptr<ASTConsumer> CreateASTConsumer(CompilerInstance& ci, llvm::StringRef) override {
-    return std::make_unique<OwnDeclarationsConsumer>(finder_, ci.getSourceManager());
+    return std::make_unique<OwnDeclarationsConsumer>(finder_, ci.getSourceManager(), cancelled_);
   }
   // Called only when the source was actually processed: a PCH or file that
   // cannot be loaded never gets here, and counts as a failure.
@@ -309,6 +316,7 @@ class RecordingAction : public ASTFrontendAction {
   const std::string& root_;
   std::set<std::string>& read_;
   bool& definesMain_;
+  const std::atomic<bool>* cancelled_;
 };
 
 // One translation unit through the catalogue: its files and findings, and
@@ -338,6 +346,10 @@ EngineResult runRules(const std::vector<Rule>& catalogue,
   std::mutex progressLock;
   auto work = [&]() {
     for (size_t i = next++; i < sources.size(); i = next++) {
+      if (options.cancelled && options.cancelled->load()) {
+        perSource[i].result.cancelled = true;
+        continue;
+      }
       if (options.progress) {
         std::lock_guard<std::mutex> lock(progressLock);
         options.progress(++started, sources.size(), sources[i]);
@@ -355,6 +367,11 @@ EngineResult runRules(const std::vector<Rule>& catalogue,
   EngineResult total;
   std::vector<PendingMatch> pending;
   bool wholeProgram = false;
+  for (const SourceResult& one : perSource)
+    if (one.result.cancelled) {
+      total.cancelled = true;
+      return total;
+    }
   for (size_t i = 0; i < sources.size(); ++i) {
     wholeProgram = wholeProgram || perSource[i].definesMain;
     EngineResult& one = perSource[i].result;
@@ -437,13 +454,20 @@ SourceResult runOne(const std::vector<Rule>& catalogue, const tooling::Compilati
         const std::string& root;
         std::set<std::string>& read;
         bool& definesMain;
-        Factory(MatchFinder& f, bool& x, const std::string& r, std::set<std::string>& files, bool& main)
-            : finder(f), failed(x), root(r), read(files), definesMain(main) {}
+        const std::atomic<bool>* cancelled;
+        Factory(MatchFinder& f, bool& x, const std::string& r, std::set<std::string>& files, bool& main,
+                const std::atomic<bool>* c)
+            : finder(f), failed(x), root(r), read(files), definesMain(main), cancelled(c) {}
         std::unique_ptr<FrontendAction> create() override {
-          return std::make_unique<RecordingAction>(finder, failed, root, read, definesMain);
+          return std::make_unique<RecordingAction>(finder, failed, root, read, definesMain, cancelled);
         }
-      } factory(finder, failed, options.projectRoot, perSource.projectFiles, definesMain);
+      } factory(finder, failed, options.projectRoot, perSource.projectFiles, definesMain, options.cancelled);
       if (tool.run(&factory) != 0) failed = true;  // e.g. a compile command that cannot run
+      if (options.cancelled && options.cancelled->load()) {
+        SourceResult stopped;
+        stopped.result.cancelled = true;
+        return stopped;
+      }
       if (!failed) break;
       if (usePch && options.pch.verbose)
         llvm::errs() << "fabricize: " << source << ": the PCH " << *pch << " was not accepted"

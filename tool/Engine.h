@@ -8,6 +8,7 @@
 
 #include "clang/Tooling/CompilationDatabase.h"
 
+#include <atomic>
 #include <functional>
 #include <map>
 #include <set>
@@ -61,6 +62,10 @@ struct EngineOptions {
   // Whether edits in a function need the Fabric there (the catalogue's);
   // false for rules that never call it (verify's instrumentation).
   bool editsNeedFabric = true;
+  // Set by another thread to stop early (an editor's text went stale): the
+  // parse stops at the next declaration or function body, nothing is matched
+  // and the result says `cancelled`.
+  const std::atomic<bool>* cancelled = nullptr;
 };
 
 struct EngineResult {
@@ -69,6 +74,7 @@ struct EngineResult {
   std::vector<RuleMatch> matches;  // every match, each once even when seen from several TUs
   std::vector<std::string> failedSources;   // did not parse: nothing may be written
   std::set<std::string> projectFiles;       // every file under the root a TU read (sources, headers)
+  bool cancelled = false;                   // stopped by EngineOptions::cancelled: nothing else is complete
 };
 
 EngineResult runRules(const std::vector<Rule>& catalogue,

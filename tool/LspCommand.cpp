@@ -30,8 +30,10 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <iostream>
+#include <thread>
 
 namespace fabricize {
 
@@ -43,7 +45,7 @@ class CatalogueAnalyser {
   CatalogueAnalyser(const char* argv0, DriverQueryOptions query, std::string commandsDir)
       : argv0_(argv0), query_(std::move(query)), commandsDir_(std::move(commandsDir)) {}
 
-  void operator()(LspDocument& doc) {
+  void operator()(LspDocument& doc, const std::atomic<bool>& cancelled) {
     if (doc.path.empty() || !mayMatchAnyRule(doc.text)) return;
     // The lint's .fabricize.json applies in the editor too; a broken one is shown.
     RuleSelection selection;
@@ -57,7 +59,12 @@ class CatalogueAnalyser {
     options.pch.projectDirs = {root};
     for (const auto& [open, text] : doc.openBuffers) options.unsavedFiles[absolutePath(open)] = text;
     options.unsavedFiles[path] = doc.text;
+    options.cancelled = &cancelled;
     EngineResult result = runRules(catalogue_, *database, {path}, options);
+    if (result.cancelled) {
+      doc.cancelled = true;
+      return;
+    }
     if (!result.failedSources.empty()) {
       doc.parsed = false;
       return;
@@ -84,6 +91,20 @@ class CatalogueAnalyser {
 int runLsp(int argc, const char** argv) {
   DriverQueryOptions query = defaultDriverQuery();
   std::string commandsDir;
+  LspServerOptions serverOptions;
+  serverOptions.workers = std::clamp(std::thread::hardware_concurrency(), 1u, 2u);
+  // A whole number option's value, or a clear error.
+  auto numberOption = [](const std::string& arg, const char* name, unsigned low, unsigned high, unsigned& value) {
+    std::string digits = arg.substr(strlen(name));
+    if (digits.empty() || digits.size() > 6 || digits.find_first_not_of("0123456789") != std::string::npos ||
+        std::stoul(digits) < low || std::stoul(digits) > high) {
+      llvm::errs() << "fabricize lsp: error: " << name << " takes a whole number from " << low << " to " << high
+                   << ", got '" << digits << "'\n";
+      return false;
+    }
+    value = static_cast<unsigned>(std::stoul(digits));
+    return true;
+  };
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--help" || arg == "-h") {
@@ -93,8 +114,24 @@ int runLsp(int argc, const char** argv) {
                       "  --compile-commands-dir: the folder of compile_commands.json (default: as clangd,\n"
                       "  the file's folder and those above it, each also with a build/ subfolder).\n"
                       "  --query-driver: compilers outside the system folders that may be asked for their\n"
-                      "  include folders (as clangd's); --no-query-driver: none is.\n";
+                      "  include folders (as clangd's); --no-query-driver: none is.\n"
+                      "  -j=<n>: analyses at once, each on its own thread (default: the cores, at most 2).\n"
+                      "  --coalesce-ms=<n>: an edit cancels a running analysis of an older text that began\n"
+                      "  less than n ms before (default 100): faster keystrokes make one analysis.\n"
+                      "  --log=info: one line on stderr per analysis started, published or cancelled.\n";
       return 0;
+    }
+    if (llvm::StringRef(arg).starts_with("-j=")) {
+      if (!numberOption(arg, "-j=", 1, 64, serverOptions.workers)) return 2;
+      continue;
+    }
+    if (llvm::StringRef(arg).starts_with("--coalesce-ms=")) {
+      if (!numberOption(arg, "--coalesce-ms=", 0, 600000, serverOptions.coalesceMs)) return 2;
+      continue;
+    }
+    if (arg == "--log=info") {
+      serverOptions.logAnalyses = true;
+      continue;
     }
     if (arg == "--no-query-driver") {
       query.enabled = false;
@@ -124,7 +161,7 @@ int runLsp(int argc, const char** argv) {
     }
   }
   std::ios::sync_with_stdio(false);
-  LspServer server(std::cin, std::cout, CatalogueAnalyser(argv[0], query, commandsDir));
+  LspServer server(std::cin, std::cout, CatalogueAnalyser(argv[0], query, commandsDir), serverOptions);
   return server.serve();
 }
 

@@ -8,6 +8,7 @@
 #include "LintFinding.h"
 #include "RuleSelection.h"
 
+#include <atomic>
 #include <functional>
 #include <iosfwd>
 #include <map>
@@ -28,13 +29,26 @@ struct LspDocument {
   std::vector<TextEdit> migrateEdits;  // the whole-file migration, merged
   bool parsed = true;                  // false: the text does not compile
   std::string configError;             // a .fabricize.json that could not be used
-  // The server's bookkeeping: the text changed since the last analysis.
-  bool stale = false;
+  bool cancelled = false;              // the analysis stopped early: nothing above is complete
   long long version = -1;  // the client's version of `text` (-1: none given)
 };
 
-// Fills a document's findings from its uri, path and text.
-using LspAnalyser = std::function<void(LspDocument&)>;
+// Fills a document's findings from its uri, path and text. Once `cancelled`
+// turns true (an edit made the text stale) it may stop early, setting
+// doc.cancelled. Called from the server's worker threads, several at once.
+using LspAnalyser = std::function<void(LspDocument&, const std::atomic<bool>& cancelled)>;
+
+struct LspServerOptions {
+  // Analyses run at once, each on its own thread; 0: in the thread that
+  // reads the client, one at a time (deterministic: the fuzzer's).
+  unsigned workers = 2;
+  // An edit cancels a running analysis of an older text of the same
+  // document if it started less than this long ago: keystrokes closer than
+  // this make one analysis; slower typing still gets diagnostics between
+  // keystrokes (an older text's, with its version).
+  unsigned coalesceMs = 100;
+  bool logAnalyses = false;  // one stderr line per analysis started, published or cancelled
+};
 
 // The largest message body the server accepts (larger: a parse error, and
 // the body is skipped without being held in memory).
@@ -42,7 +56,7 @@ constexpr size_t kMaxLspMessageBytes = size_t(64) << 20;
 
 class LspServer {
  public:
-  LspServer(std::istream& in, std::ostream& out, LspAnalyser analyse);
+  LspServer(std::istream& in, std::ostream& out, LspAnalyser analyse, LspServerOptions options = {});
   ~LspServer();
   // Serves until `exit` or the end of input. Returns the exit code the
   // protocol asks for: 0 after shutdown, else 1.

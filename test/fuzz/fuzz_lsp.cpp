@@ -40,7 +40,7 @@ void fail(const char* what, const std::string& detail) {
   std::abort();
 }
 
-void standInAnalyser(LspDocument& doc) {
+void standInAnalyser(LspDocument& doc, const std::atomic<bool>&) {
   if (doc.path.empty()) return;
   if (doc.text.find("#error") != std::string::npos) {
     doc.parsed = false;
@@ -132,7 +132,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   std::istringstream in(stream);
   std::ostringstream out;
-  int code = LspServer(in, out, standInAnalyser).serve();
+  LspServerOptions options;
+  options.workers = 0;  // deterministic: every analysis in the reading thread
+  int code = LspServer(in, out, standInAnalyser, options).serve();
   if (code != 0 && code != 1) fail("exit code", std::to_string(code));
   checkOutput(out.str());
   return 0;

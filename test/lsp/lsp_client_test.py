@@ -11,7 +11,10 @@
   --format json` reports them), and the "Migrate this file to Fabric"
   action's edits, applied, give what `fabricize --stdout` gives;
 - didChange and didSave re-analyse, once per burst of edits (typing): 20
-  edits sent together are published once, for the last text; a text that does not parse gets an
+  edits sent together are published once, for the last text; an edit
+  cancels the running analysis of an older text (a text that takes seconds
+  to parse is never published: its analysis stops within a second of the
+  edit); a text that does not parse gets an
   error diagnostic; .fabricize.json selects rules as in lint; didClose
   clears diagnostics;
 - malformed JSON, an unknown method and bad params get JSON-RPC errors and
@@ -186,7 +189,9 @@ def run(fabricize, stubs):
         check(lint.returncode == 1, f"fabricize lint: exit {lint.returncode}: {lint.stderr}")
         lint_findings = json.loads(lint.stdout)["findings"]
 
-        client = Client([fabricize, "lsp"])
+        # --coalesce-ms: every edit cancels what runs for an older text, however
+        # slow this machine is; --log=info: the test sees what started.
+        client = Client([fabricize, "lsp", "--coalesce-ms=600000", "--log=info"])
         try:
             # Before initialize: refused with ServerNotInitialized.
             early = client.request("textDocument/codeAction", {})
@@ -298,6 +303,32 @@ def run(fabricize, stubs):
             check(len(published) == 1, f"a burst of 20 edits was published {len(published)} times")
             check(any(d["range"]["start"]["line"] == last_line for d in published[-1]),
                   f"the published diagnostics are not those of the last text (line {last_line}): {published[-1]}")
+
+            # An edit cancels the analysis it made stale: a text of 20000
+            # functions (seconds to parse) is superseded as soon as its
+            # analysis has started; it is never published, and the next text's
+            # diagnostics come without waiting for it.
+            slow = PROGRAM + "".join(f"torch::Tensor f{i}(torch::Tensor t) {{ auto y = t * {i}; return y.sum(); }}\n"
+                                     for i in range(20000))
+            started_lines = len(client.stderr)
+            client.notify("textDocument/didChange", {"textDocument": {"uri": uri, "version": 40},
+                                                     "contentChanges": [{"text": slow}]})
+            deadline = time.monotonic() + TIMEOUT_S
+            while not any("analysing " + uri + " version 40" in l for l in client.stderr[started_lines:]):
+                check(time.monotonic() < deadline, f"the analysis of version 40 never started: {client.stderr}")
+                time.sleep(0.01)
+            edited = time.monotonic()
+            client.notify("textDocument/didChange", {"textDocument": {"uri": uri, "version": 41},
+                                                     "contentChanges": [{"text": PROGRAM}]})
+            message = client.wait(lambda m: m.get("method") == "textDocument/publishDiagnostics"
+                                  and m["params"]["uri"] == uri, "publishDiagnostics after the cancelling edit")
+            waited = time.monotonic() - edited
+            check(message["params"].get("version") == 41,
+                  f"published version {message['params'].get('version')}, not 41: the stale text was not cancelled")
+            check(any("cancelled" in l and "version 40" in l for l in client.stderr[started_lines:]),
+                  f"no cancellation of version 40 logged: {client.stderr[started_lines:]}")
+            check(len(message["params"]["diagnostics"]) == 4, f"version 41: {message['params']['diagnostics']}")
+            print(f"cancelled a slow analysis; the next text's diagnostics {waited * 1000:.0f} ms after the edit")
 
             # A text that does not parse says so.
             broken = PROGRAM.replace("make_input()", "undeclared_thing()")
