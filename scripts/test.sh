@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
 # Runs every test: lit rule and tool tests, runtime tests with real
 # processes and Gloo, end-to-end migrations of examples/ and ../shared/corpus
-# (ctest on build/), then the reliability steps: the libFuzzer targets for a
-# bounded number of inputs (scripts/fuzz.sh, build-fuzz/) and the unit, lit,
-# LSP and runtime tests again under ASan+UBSan (scripts/sanitize.sh,
-# build-asan/).
+# (ctest on build/, LibTorch 1.13), then LibTorch 2.x: the runtime built
+# with NCCL and its tests, the tool's migrations against 2.x headers, one
+# program verified end to end on 2.x (scripts/test_libtorch2.sh,
+# build-torch2/; docs/libtorch2.md), then the reliability steps: the
+# libFuzzer targets for a bounded number of inputs (scripts/fuzz.sh,
+# build-fuzz/) and the unit, lit, LSP and runtime tests again under
+# ASan+UBSan (scripts/sanitize.sh, build-asan/).
 #
 #   scripts/test.sh              everything (what CI runs)
 #   scripts/test.sh -R lit       ctest on build/ with these arguments, nothing else
@@ -22,8 +25,9 @@ step() {  # name, command...: runs it and prints how long it took
 step "build" cmake --build build -j "$(nproc)"
 step "ctest" ctest --test-dir build --output-on-failure -j 2 "$@"
 if [ "${FABRIC_TEST_QUICK:-0}" = 1 ] || [ $# -gt 0 ]; then
-  echo "test.sh: a partial run (ctest arguments or FABRIC_TEST_QUICK=1): the fuzz and sanitizer steps were NOT run" >&2
+  echo "test.sh: a partial run (ctest arguments or FABRIC_TEST_QUICK=1): the LibTorch 2.x, fuzz and sanitizer steps were NOT run" >&2
   exit 0
 fi
+step "LibTorch 2.x (scripts/test_libtorch2.sh)" scripts/test_libtorch2.sh
 step "fuzz (scripts/fuzz.sh)" scripts/fuzz.sh
 step "sanitizers (scripts/sanitize.sh)" scripts/sanitize.sh

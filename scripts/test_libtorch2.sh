@@ -10,12 +10,14 @@
 #   2. its tests: the runtime's unit and multi-process tests (launch, ddp,
 #      zero1/zero2, precision, collectives, checkpoints, loggers, fault and
 #      multi-node tests) with real Gloo on CPU;
-#   3. the tool on 2.x headers, end to end: fabricize verify migrates
-#      examples/sine_regression against 2.x's headers (its PCH built from
-#      them), builds the original and the migration against build-torch2's
-#      Fabric, runs both and compares (docs/verify.md).
+#   3. the tool on 2.x headers: every shape, example and ../shared/corpus
+#      program migrates byte for byte as against 1.13, with the same
+#      findings (test/e2e/same_migration_on_libtorch2.py; a PCH of each);
+#   4. end to end: fabricize verify migrates examples/sine_regression
+#      against 2.x's headers, builds the original and the migration against
+#      build-torch2's Fabric, runs both and compares (docs/verify.md).
 #
-#   scripts/test_libtorch2.sh            all three
+#   scripts/test_libtorch2.sh            all four
 #   scripts/test_libtorch2.sh -R ddp     step 2 with these ctest arguments only
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -41,6 +43,8 @@ if [ $# -gt 0 ]; then
   echo "test_libtorch2.sh: ctest arguments given: the end-to-end step was NOT run" >&2
   exit 0
 fi
+step "the same migrations against $version's headers" python3 test/e2e/same_migration_on_libtorch2.py \
+  --fabricize build/bin/fabricize --libtorch2 "$root"
 # The tool parses against the 2.x headers named after --, the programs build
 # against build-torch2's Fabric package.
 work="build-torch2/verify-sine"

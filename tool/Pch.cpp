@@ -33,18 +33,58 @@ namespace {
 // The header a PCH covers, and how a source spells its inclusion.
 constexpr const char* kHeader = "torch/torch.h";
 
-bool includesLibTorch(const std::string& source) {
-  std::ifstream in(source);
-  std::string line;
-  while (std::getline(in, line)) {
-    auto start = line.find_first_not_of(" \t");
-    if (start == std::string::npos || line.compare(start, 1, "#") != 0) continue;
-    if (line.find("include") == std::string::npos) continue;
-    if (line.find("<torch/torch.h>") != std::string::npos || line.find("<fabric/fabric.h>") != std::string::npos)
-      return true;
+bool namesLibTorch(const std::string& line) {
+  return line.find("<torch/torch.h>") != std::string::npos || line.find("<fabric/fabric.h>") != std::string::npos;
+}
+
+// The header an #include line names, and whether it is quoted; "" if the
+// line is not an #include.
+std::string includedName(const std::string& line, bool& quoted) {
+  auto start = line.find_first_not_of(" \t");
+  if (start == std::string::npos || line.compare(start, 1, "#") != 0) return "";
+  auto directive = line.find_first_not_of(" \t", start + 1);
+  if (directive == std::string::npos || line.compare(directive, 7, "include") != 0) return "";
+  auto open = line.find_first_of("\"<", directive + 7);
+  if (open == std::string::npos) return "";
+  quoted = line[open] == '"';
+  auto close = line.find(quoted ? '"' : '>', open + 1);
+  return close == std::string::npos ? "" : line.substr(open + 1, close - open - 1);
+}
+
+}  // namespace
+
+bool reachesLibTorch(const std::string& source, const std::vector<std::string>& includeDirs) {
+  // The source, and the headers it includes that are found in its folder or
+  // the command's -I folders (the project's own: a multi-file project
+  // usually includes LibTorch from its own header), breadth first.
+  std::vector<std::string> queue = {source};
+  std::set<std::string> seen = {source};
+  for (size_t next = 0; next < queue.size() && next < 256; ++next) {
+    std::ifstream in(queue[next]);
+    std::string line;
+    while (std::getline(in, line)) {
+      if (line.find("include") == std::string::npos) continue;
+      if (namesLibTorch(line)) return true;
+      bool quoted = false;
+      std::string name = includedName(line, quoted);
+      if (name.empty() || llvm::sys::path::is_absolute(name)) continue;
+      std::vector<std::string> dirs;
+      if (quoted) dirs.push_back(std::string(llvm::sys::path::parent_path(queue[next])));
+      dirs.insert(dirs.end(), includeDirs.begin(), includeDirs.end());
+      for (const std::string& dir : dirs) {
+        llvm::SmallString<256> candidate(dir);
+        llvm::sys::path::append(candidate, name);
+        llvm::sys::path::remove_dots(candidate, /*remove_dot_dot=*/true);
+        if (!llvm::sys::fs::is_regular_file(candidate)) continue;
+        if (seen.insert(std::string(candidate)).second) queue.push_back(std::string(candidate));
+        break;
+      }
+    }
   }
   return false;
 }
+
+namespace {
 
 bool isUnder(llvm::StringRef path, llvm::StringRef dir) {
   return path == dir || (path.starts_with(dir) && path.size() > dir.size() && path[dir.size()] == '/');
@@ -239,6 +279,23 @@ bool writeIfChanged(const std::string& path, const std::string& text) {
 
 }  // namespace
 
+// The -I and -iquote folders of a command, absolute.
+std::vector<std::string> projectIncludeDirs(const clang::tooling::CompileCommand& command) {
+  std::vector<std::string> dirs;
+  const std::vector<std::string>& args = command.CommandLine;
+  for (size_t i = 1; i < args.size(); ++i) {
+    llvm::StringRef arg = args[i];
+    for (llvm::StringRef flag : {"-iquote", "-I"}) {
+      if (!arg.starts_with(flag)) continue;
+      llvm::StringRef dir = arg.drop_front(flag.size());
+      if (dir.empty() && i + 1 < args.size()) dir = args[++i];
+      if (!dir.empty()) dirs.push_back(absoluteFolder(dir, command.Directory));
+      break;
+    }
+  }
+  return dirs;
+}
+
 std::vector<std::string> pchFlagsFor(const clang::tooling::CompileCommand& command, const PchOptions& options) {
   using namespace clang::tooling;
   std::vector<std::string> args = command.CommandLine;
@@ -339,7 +396,7 @@ bool pchCacheLimitMiB(const std::string& option, uint64_t& mib, std::string& err
 std::optional<std::string> torchPchFor(const std::string& source,
                                        const clang::tooling::CompileCommand& command,
                                        const PchOptions& options) {
-  if (options.cacheDir.empty() || !includesLibTorch(source)) return std::nullopt;
+  if (options.cacheDir.empty() || !reachesLibTorch(source, projectIncludeDirs(command))) return std::nullopt;
   std::vector<std::string> flags = pchFlagsFor(command, options);
   std::string key = keyOf(flags, options);
   llvm::SmallString<256> pch(options.cacheDir);

@@ -22,7 +22,7 @@
 namespace fabricize {
 
 // The cache's size limit unless --pch-cache-size or $FABRICIZE_PCH_CACHE_MB
-// says otherwise: room for ~16 PCHs of LibTorch 1.13 (~121 MB each).
+// says otherwise: room for ~26 PCHs of LibTorch 1.13 (~78 MB each).
 inline constexpr uint64_t kDefaultPchCacheMiB = 2048;
 // Temporary files of a build this old whose build no process holds are left
 // over from an interrupted run.
@@ -46,6 +46,14 @@ struct PchOptions {
 std::optional<std::string> torchPchFor(const std::string& source,
                                        const clang::tooling::CompileCommand& command,
                                        const PchOptions& options);
+
+// Whether `source` includes <torch/torch.h> (or <fabric/fabric.h>) itself or
+// through the headers it includes from its folder and `includeDirs` (a
+// project's own headers): only then does a PCH of LibTorch apply to it.
+bool reachesLibTorch(const std::string& source, const std::vector<std::string>& includeDirs);
+
+// The -I and -iquote folders of `command`, absolute.
+std::vector<std::string> projectIncludeDirs(const clang::tooling::CompileCommand& command);
 
 // The flags a PCH for `command` is keyed by and built with (see above).
 std::vector<std::string> pchFlagsFor(const clang::tooling::CompileCommand& command, const PchOptions& options);

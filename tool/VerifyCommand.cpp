@@ -468,9 +468,10 @@ std::string buildProject(const std::string& source, const std::string& build, co
   const std::string include = o.fabricDir + "/FabricPrecompileAll.cmake";
   auto cmake = llvm::sys::findProgramByName("cmake");
   if (!cmake) return "cmake was not found on PATH";
+  // -O1: LibTorch code compiles in ~60% of -O3's time, and both programs
+  // are built alike (equivalence, not speed, is what is measured).
   std::vector<std::string> configure{*cmake, "-S", source, "-B", build, "-DCMAKE_BUILD_TYPE=Release",
-                                     "-DCMAKE_PREFIX_PATH=" + o.fabricDir,
-                                    };
+                                     "-DCMAKE_CXX_FLAGS_RELEASE=-O1 -DNDEBUG", "-DCMAKE_PREFIX_PATH=" + o.fabricDir};
   if (llvm::sys::fs::exists(include)) configure.push_back("-DCMAKE_PROJECT_INCLUDE=" + include);
   if (llvm::sys::findProgramByName("ninja")) configure.insert(configure.begin() + 1, {"-G", "Ninja"});
   Run step = execute(configure, o.work, {}, logStem + ".configure", 0);

@@ -135,6 +135,9 @@ void Fabric::launch() {
   }
 
   const bool starts_local_ranks = placement.launcher.empty() && placement.local_world_size > 1;
+  // The store client's own connect timeout applies first (it retries until
+  // rank 0 listens); this deadline only ends a connection nobody answers.
+  const auto store_connect_deadline = state.options.timeout() + std::chrono::seconds(5);
   auto connect_store = [&] {
     c10d::TCPStoreOptions store_options;
     store_options.port = static_cast<std::uint16_t>(placement.master_port);
@@ -150,7 +153,10 @@ void Fabric::launch() {
     const std::string where = placement.master_addr + ":" + std::to_string(placement.master_port);
     c10::intrusive_ptr<c10d::TCPStore> store;
     try {
-      store = c10::make_intrusive<c10d::TCPStore>(placement.master_addr, store_options);
+      store = store_options.isServer
+                  ? c10::make_intrusive<c10d::TCPStore>(placement.master_addr, store_options)
+                  : detail::connect_store_client(placement.master_addr, store_options,
+                                                 store_connect_deadline);
     } catch (const std::exception& error) {
       const std::string cause = detail::first_line_of(error.what());
       if (store_options.isServer) {
@@ -171,6 +177,7 @@ void Fabric::launch() {
     // Port 0 asks the kernel for a free port; the server knows which it got,
     // with no window in which another program could take it.
     placement.master_port = store->getPort();
+    detail::bound_store_connections(placement.master_port, state.options.timeout());
     state.store = store;
   };
   if (placement.global_rank == 0) {
@@ -229,8 +236,9 @@ void Fabric::launch() {
     client_options.numWorkers = static_cast<size_t>(placement.world_size);
     client_options.waitWorkers = false;
     client_options.timeout = state.options.timeout();
-    return c10::intrusive_ptr<c10d::Store>(
-        c10::make_intrusive<c10d::TCPStore>(placement.master_addr, client_options));
+    auto client = detail::connect_store_client(placement.master_addr, client_options, store_connect_deadline);
+    detail::bound_store_connections(placement.master_port, state.options.timeout());
+    return c10::intrusive_ptr<c10d::Store>(client);
   });
   state.monitor =
       std::make_unique<detail::JobMonitor>(monitor_config, state.store, std::move(watchdog_store));

@@ -11,9 +11,15 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <dirent.h>
+#include <sys/time.h>
+
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <condition_variable>
+#include <exception>
+#include <mutex>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -395,6 +401,69 @@ std::string describe_lost_peer(const JobLayout& layout, const ProcessPlacement& 
       return "lost " + layout.describe_node(layout.node_of_rank[rank]);
   }
   return "";
+}
+
+c10::intrusive_ptr<c10d::TCPStore> connect_store_client(const std::string& host,
+                                                        const c10d::TCPStoreOptions& options,
+                                                        std::chrono::milliseconds deadline) {
+  struct Attempt {
+    std::mutex mutex;
+    std::condition_variable done;
+    bool finished = false;
+    c10::intrusive_ptr<c10d::TCPStore> store;
+    std::exception_ptr error;
+  };
+  auto attempt = std::make_shared<Attempt>();
+  std::thread([attempt, host, options] {
+    c10::intrusive_ptr<c10d::TCPStore> store;
+    std::exception_ptr error;
+    try {
+      store = c10::make_intrusive<c10d::TCPStore>(host, options);
+    } catch (...) {
+      error = std::current_exception();
+    }
+    std::lock_guard<std::mutex> lock(attempt->mutex);
+    attempt->store = std::move(store);
+    attempt->error = error;
+    attempt->finished = true;
+    attempt->done.notify_all();
+  }).detach();
+  std::unique_lock<std::mutex> lock(attempt->mutex);
+  if (!attempt->done.wait_for(lock, deadline, [&] { return attempt->finished; })) {
+    throw std::runtime_error("connected, but no answer from the store within " +
+                             std::to_string(deadline.count()) +
+                             " ms: the program on that port does not speak c10d's store protocol");
+  }
+  if (attempt->error) std::rethrow_exception(attempt->error);
+  return attempt->store;
+}
+
+void bound_store_connections(int port, std::chrono::milliseconds timeout) {
+  DIR* fds = ::opendir("/proc/self/fd");
+  if (fds == nullptr) return;
+  timeval limit{};
+  limit.tv_sec = static_cast<time_t>(timeout.count() / 1000);
+  limit.tv_usec = static_cast<suseconds_t>((timeout.count() % 1000) * 1000);
+  while (const dirent* entry = ::readdir(fds)) {
+    char* end = nullptr;
+    const long fd = std::strtol(entry->d_name, &end, 10);
+    if (end == entry->d_name || *end != '\0' || fd == ::dirfd(fds)) continue;
+    int type = 0;
+    socklen_t type_length = sizeof type;
+    if (::getsockopt(static_cast<int>(fd), SOL_SOCKET, SO_TYPE, &type, &type_length) != 0 ||
+        type != SOCK_STREAM)
+      continue;
+    sockaddr_storage peer{};
+    socklen_t peer_length = sizeof peer;
+    if (::getpeername(static_cast<int>(fd), reinterpret_cast<sockaddr*>(&peer), &peer_length) != 0) continue;
+    int peer_port = -1;
+    if (peer.ss_family == AF_INET) peer_port = ntohs(reinterpret_cast<const sockaddr_in&>(peer).sin_port);
+    if (peer.ss_family == AF_INET6) peer_port = ntohs(reinterpret_cast<const sockaddr_in6&>(peer).sin6_port);
+    if (peer_port != port) continue;
+    ::setsockopt(static_cast<int>(fd), SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof limit);
+    ::setsockopt(static_cast<int>(fd), SOL_SOCKET, SO_SNDTIMEO, &limit, sizeof limit);
+  }
+  ::closedir(fds);
 }
 
 } // namespace detail

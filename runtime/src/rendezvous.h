@@ -15,6 +15,7 @@
 #include "launcher.h"
 
 #include <torch/csrc/distributed/c10d/Store.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
 
 #include <chrono>
 #include <string>
@@ -55,6 +56,23 @@ class BindScope {
   unsigned char previous_[4] = {0, 0, 0, 0};
   bool previous_active_ = false;
 };
+
+// ---- store connections that cannot block for ever ---------------------------------
+// A TCPStore client of `host`, connected within `deadline`. c10d 2.x pings
+// the server inside the constructor and waits for the answer with no
+// timeout: a MASTER_PORT held by a program that accepts connections but
+// does not answer would block the rank for ever. The constructor runs on a
+// helper thread; past the deadline this throws (the thread, still blocked,
+// ends with the process).
+c10::intrusive_ptr<c10d::TCPStore> connect_store_client(const std::string& host,
+                                                        const c10d::TCPStoreOptions& options,
+                                                        std::chrono::milliseconds deadline);
+// Gives this process's connections to the store at `port` (those whose peer
+// port it is) a receive and send timeout. c10d 2.x waits in recv() with no
+// timeout in every store operation but wait()/get(), so a store cut off
+// without a reset (a network failure) would block check(), add() and set()
+// for ever; 1.13 set the same timeouts itself.
+void bound_store_connections(int port, std::chrono::milliseconds timeout);
 
 // ---- the address Gloo binds ------------------------------------------------------
 struct GlooAddress {

@@ -114,11 +114,17 @@ def migrate(fabricize, name, source, work, check_pch=False):
     return None
 
 
+# -O1, not Release's -O3: a LibTorch TU compiles in ~60% of the time (gan:
+# 16.3 s -> 9.8 s with the PCH) and the programs' work is calls into
+# LibTorch, built once and optimised. Original and migration alike.
+BUILD_FLAGS = ["-DCMAKE_BUILD_TYPE=Release", "-DCMAKE_CXX_FLAGS_RELEASE=-O1 -DNDEBUG"]
+
+
 def configure_and_build(source, build, work, fabric_dir, jobs):
     # Every target compiles through a precompiled LibTorch (the Fabric
     # package's helper): the test's build speed, not the project's.
     include = os.path.join(os.path.abspath(fabric_dir), "FabricPrecompileAll.cmake")
-    configure = run(["cmake", "-S", source, "-B", build, "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release",
+    configure = run(["cmake", "-S", source, "-B", build, "-G", "Ninja", *BUILD_FLAGS,
                      "-DCMAKE_EXPORT_COMPILE_COMMANDS=ON", f"-DCMAKE_PROJECT_INCLUDE={include}",
                      f"-DCMAKE_PREFIX_PATH={os.path.abspath(fabric_dir)}"], capture_output=True, text=True)
     if configure.returncode != 0:
@@ -247,7 +253,7 @@ def prepare(args):
     print(f"migrated {len(programs)} programs in {time.time() - started:.1f} s", flush=True)
     write_project(args.work, programs)
     build = os.path.join(args.work, "build")
-    configure = run(["cmake", "-S", args.work, "-B", build, "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release",
+    configure = run(["cmake", "-S", args.work, "-B", build, "-G", "Ninja", *BUILD_FLAGS,
                      f"-DCMAKE_PREFIX_PATH={os.path.abspath(args.fabric_dir)}"])
     if configure.returncode != 0:
         fail("configuring the migrated programs failed")

@@ -26,6 +26,21 @@
 // RUN: diff %t/stale-first.cpp %t/stale-second.cpp
 // RUN: not cmp -s %t/stale-old.pch %t/stale/*.pch
 // RUN: %fabricize --quiet --pch-cache %t/stale --stdout %s -- -std=c++17 -isystem %t/stale/stubs 2>&1 > /dev/null | count 0
+// A source that reaches LibTorch only through its own headers (one beside
+// it, included with quotes, which includes one from a -I folder with angle
+// brackets) gets the PCH, as a multi-file project's sources do; a source
+// that never reaches it gets none.
+// RUN: rm -rf %t/indirect && mkdir -p %t/indirect/cache %t/indirect/include/proj
+// RUN: echo '#include <torch/torch.h>' > %t/indirect/include/proj/model.h
+// RUN: echo '#include <proj/model.h>' > %t/indirect/helpers.h
+// RUN: printf '#include "helpers.h"\nvoid f(torch::Tensor loss) { loss.backward(); }\n' > %t/indirect/train.cpp
+// RUN: %fabricize --quiet --pch-cache %t/indirect/cache --stdout %t/indirect/train.cpp -- %flags -I %t/indirect/include | FileCheck %s --check-prefix=INDIRECT
+// INDIRECT: fabric.backward(loss)
+// RUN: ls %t/indirect/cache | FileCheck %s --check-prefix=BUILT
+// RUN: rm -rf %t/indirect/cache && mkdir %t/indirect/cache
+// RUN: printf '#include <vector>\nint g() { return 1; }\n' > %t/indirect/plain.cpp
+// RUN: %fabricize --quiet --pch-cache %t/indirect/cache --stdout %t/indirect/plain.cpp -- %flags > /dev/null
+// RUN: ls %t/indirect/cache | count 0
 #include <torch/torch.h>
 
 int main() {
