@@ -24,6 +24,7 @@ PACKAGES=(
   graphviz                                            # docs.architecture regenerates docs/architecture/*.svg to check them
   iproute2                                            # test/multinode: test hosts are network namespaces (ip netns, ss)
   neovim                                              # lsp.nvim: a real editor (nvim --headless, built-in LSP client) applies the fixes
+  python3-venv                                        # scripts/libtorch2.sh: LibTorch 2.x from PyPI in a virtual environment
 )
 
 missing=()
