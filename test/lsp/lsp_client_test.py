@@ -452,7 +452,9 @@ def start(command, root):
 def stop(client):
     client.request("shutdown", None)
     client.notify("exit", None)
-    check(client.process.wait(timeout=30) == 0, "the server did not exit 0")
+    code = client.process.wait(timeout=30)
+    time.sleep(0.2)  # let the stderr reader take the last lines
+    check(code == 0, f"the server did not exit 0 (exit {code}); its stderr ends:\n" + "".join(client.stderr[-40:]))
 
 
 def run_project_layout(fabricize, stubs):
