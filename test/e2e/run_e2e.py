@@ -118,6 +118,15 @@ def migrate(fabricize, name, source, work, check_pch=False):
 # 16.3 s -> 9.8 s with the PCH) and the programs' work is calls into
 # LibTorch, built once and optimised. Original and migration alike.
 BUILD_FLAGS = ["-DCMAKE_BUILD_TYPE=Release", "-DCMAKE_CXX_FLAGS_RELEASE=-O1 -DNDEBUG"]
+# The originals and the migrations are compiled by clang++-19 (the tool's
+# own toolchain, always installed) unless FABRIC_E2E_CXX names another: its
+# precompiled header holds LibTorch's instantiated templates, so a program
+# compiles in about half GCC's time (gan: 7.0 s -> 3.8 s; the PCH 27 -> 13 s).
+# GCC still compiles migrated code in the demo, the verify tests and the
+# LibTorch 2.x step, so both compilers see what the tool emits.
+E2E_CXX = os.environ.get("FABRIC_E2E_CXX") or shutil.which("clang++-19")
+if E2E_CXX:
+    BUILD_FLAGS.append(f"-DCMAKE_CXX_COMPILER={E2E_CXX}")
 
 
 def configure_and_build(source, build, work, fabric_dir, jobs):
@@ -253,6 +262,9 @@ def prepare(args):
     print(f"migrated {len(programs)} programs in {time.time() - started:.1f} s", flush=True)
     write_project(args.work, programs)
     build = os.path.join(args.work, "build")
+    cache = os.path.join(build, "CMakeCache.txt")
+    if E2E_CXX and os.path.exists(cache) and f"CMAKE_CXX_COMPILER:FILEPATH={E2E_CXX}\n" not in open(cache).read():
+        shutil.rmtree(build)  # CMake cannot switch a configured build's compiler
     configure = run(["cmake", "-S", args.work, "-B", build, "-G", "Ninja", *BUILD_FLAGS,
                      f"-DCMAKE_PREFIX_PATH={os.path.abspath(args.fabric_dir)}"])
     if configure.returncode != 0:
