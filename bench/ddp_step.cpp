@@ -20,7 +20,7 @@
 // on the machine and its load.
 #include <fabric/fabric.h>
 
-#include "c10d_compat.h"
+#include "hand_reducer.h"
 
 #include <algorithm>
 #include <chrono>
@@ -54,30 +54,6 @@ double seconds_per_step(fabric::Fabric& fabric, int steps, Step&& step) {
   // The slowest rank decides the step time.
   return fabric.all_reduce(torch::tensor(elapsed / steps, torch::kDouble), fabric::ReduceOp::Max)
       .item<double>();
-}
-
-// A Gloo process group of the bench's own, next to the Fabric's.
-fabric::detail::c10d_compat::ProcessGroupPtr own_group(fabric::Fabric& fabric) {
-  c10d::TCPStoreOptions options;
-  options.isServer = fabric.is_global_zero();
-  options.numWorkers = static_cast<size_t>(fabric.world_size());
-  options.waitWorkers = false;
-  options.timeout = std::chrono::minutes(5);
-  c10::intrusive_ptr<c10d::TCPStore> store;
-  std::string port;
-  if (fabric.is_global_zero()) {
-    options.port = 0;
-    store = c10::make_intrusive<c10d::TCPStore>("127.0.0.1", options);
-    port = std::to_string(store->getPort());
-  }
-  port = fabric.broadcast(port);
-  if (!fabric.is_global_zero()) {
-    options.port = static_cast<std::uint16_t>(std::stoi(port));
-    store = c10::make_intrusive<c10d::TCPStore>("127.0.0.1", options);
-  }
-  return fabric::detail::c10d_compat::make_gloo_group(
-      store, fabric.global_rank(), fabric.world_size(), std::chrono::minutes(5),
-      c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
 }
 
 } // namespace
@@ -118,31 +94,14 @@ int main(int argc, char** argv) {
   };
 
   // The hand-written loop: PyTorch DDP's recipe on c10d directly.
-  const auto group = own_group(fabric);
   Mlp hand(width);
   torch::optim::SGD hand_optimizer(hand->parameters(), 0.01);
-  std::vector<at::Tensor> hand_parameters = hand->parameters();
-  {
-    std::vector<at::Tensor> detached;
-    for (const auto& parameter : hand_parameters) detached.push_back(parameter.detach());
-    c10d::broadcast_coalesced(group, detached, 250u << 20, 0);
-  }
-  const size_t first_cap = 1u << 20, cap = 25u << 20;
-  auto assignment = c10d::compute_bucket_assignment_by_size(
-      hand_parameters, {first_cap, cap}, std::vector<bool>(hand_parameters.size(), false));
-  auto bucket_indices = std::get<0>(assignment);
-  auto limits = std::get<1>(assignment);
-  std::reverse(bucket_indices.begin(), bucket_indices.end());
-  std::reverse(limits.begin(), limits.end());
-  auto reducer = fabric::detail::c10d_compat::make_reducer(
-      hand_parameters, bucket_indices, limits, group, static_cast<int64_t>(cap),
-      static_cast<int64_t>(first_cap), /*find_unused_parameters=*/false);
+  fabric_bench::HandReducer reducer(fabric, hand->parameters());
   const auto reducer_step = [&] {
     hand_optimizer.zero_grad();
-    reducer->prepare_for_forward();
-    reducer->rebuild_buckets();
+    reducer.before_forward();
     const auto loss = loss_of(hand);
-    reducer->prepare_for_backward({});
+    reducer.before_backward();
     loss.backward();
     hand_optimizer.step();
   };
@@ -161,7 +120,7 @@ int main(int argc, char** argv) {
   int64_t gradient_numel = 0;
   for (const auto& parameter : ddp->parameters()) gradient_numel += parameter.numel();
   std::vector<at::Tensor> flat{torch::ones({gradient_numel})};
-  const auto bare_all_reduce = [&] { group->allreduce(flat)->wait(); };
+  const auto bare_all_reduce = [&] { reducer.group()->allreduce(flat)->wait(); };
 
   // Interleaved rounds, best of each: a shared machine's load then hits all
   // of them alike instead of whichever ran during a busy moment.

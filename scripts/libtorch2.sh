@@ -41,9 +41,9 @@ if [ ! -f "$venv/.complete" ]; then
   "$venv/bin/python" -m pip install --quiet --no-cache-dir "torch==$version" >&2
   touch "$venv/.complete"
 fi
-if [ "$lightning" = 1 ] && [ ! -f "$venv/.lightning" ]; then
-  "$venv/bin/python" -m pip install --quiet --no-cache-dir "lightning-fabric" >&2
-  touch "$venv/.lightning"
+if [ "$lightning" = 1 ] && [ ! -f "$venv/.lightning-numpy" ]; then
+  "$venv/bin/python" -m pip install --quiet --no-cache-dir "lightning-fabric" numpy >&2
+  touch "$venv/.lightning-numpy"
 fi
 root="$("$venv/bin/python" -c 'import importlib.util; print(importlib.util.find_spec("torch").submodule_search_locations[0])')"
 if [ ! -f "$root/share/cmake/Torch/TorchConfig.cmake" ]; then

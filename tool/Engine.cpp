@@ -1,6 +1,7 @@
 #include "Engine.h"
 
 #include "Pch.h"
+#include "Preamble.h"
 #include "Edits.h"
 #include "Threading.h"
 
@@ -13,11 +14,14 @@
 #include "clang/Tooling/Transformer/RewriteRule.h"
 #include "clang/Basic/Diagnostic.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MD5.h"
+#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/VirtualFileSystem.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <atomic>
+#include <chrono>
 #include <tuple>
 #include <mutex>
 #include <thread>
@@ -230,9 +234,16 @@ class CountingSilentDiagConsumer : public DiagnosticConsumer {
     if (level < DiagnosticsEngine::Error) return;
     llvm::SmallString<256> message;
     info.FormatDiagnostic(message);
-    if (llvm::StringRef(message).contains("precompiled header")) stalePch = true;
+    if (llvm::StringRef(message).contains("precompiled header")) {
+      stalePch = true;
+      return;
+    }
+    if (info.hasSourceManager() && info.getLocation().isValid() &&
+        !info.getSourceManager().isInSystemHeader(info.getSourceManager().getExpansionLoc(info.getLocation())))
+      ownError = true;
   }
   bool stalePch = false;
+  bool ownError = false;  // an error in the user's files (not LibTorch's, not the PCH's)
 };
 
 // Stale PCHs rebuilt in this run, once each even when several workers saw it.
@@ -244,8 +255,8 @@ std::set<std::string> rebuiltPchs;
 // clangd does with its preamble.
 class OwnDeclarationsConsumer : public ASTConsumer {
  public:
-  OwnDeclarationsConsumer(MatchFinder& finder, const SourceManager& sm, const std::atomic<bool>* cancelled)
-      : finder_(finder), sm_(sm), cancelled_(cancelled) {}
+  OwnDeclarationsConsumer(MatchFinder& finder, CompilerInstance& ci, const std::atomic<bool>* cancelled)
+      : finder_(finder), ci_(ci), sm_(ci.getSourceManager()), cancelled_(cancelled) {}
   // No rule looks inside the functions of system headers (LibTorch's
   // thousands of inline bodies): Sema skips them, as clangd does for its
   // preambles. It never skips what the types of the user's code depend on
@@ -261,7 +272,8 @@ class OwnDeclarationsConsumer : public ASTConsumer {
   void HandleTranslationUnit(ASTContext& context) override {
     if (isCancelled()) return;
     const SourceManager& sm = context.getSourceManager();
-    std::vector<Decl*> scope;
+    // The project's headers a preamble held first, as a parse meets them.
+    std::vector<Decl*> scope = preambleProjectDeclarations(ci_);
     for (Decl* d : own_)
       if (!sm.isInSystemHeader(sm.getExpansionLoc(d->getLocation()))) scope.push_back(d);
     context.setTraversalScope(scope);
@@ -272,6 +284,7 @@ class OwnDeclarationsConsumer : public ASTConsumer {
   bool isCancelled() const { return cancelled_ && cancelled_->load(std::memory_order_relaxed); }
 
   MatchFinder& finder_;
+  CompilerInstance& ci_;
   const SourceManager& sm_;
   const std::atomic<bool>* cancelled_;
   std::vector<Decl*> own_;
@@ -290,7 +303,7 @@ class RecordingAction : public ASTFrontendAction {
     return true;
   }
   std::unique_ptr<ASTConsumer> CreateASTConsumer(CompilerInstance& ci, llvm::StringRef) override {
-    return std::make_unique<OwnDeclarationsConsumer>(finder_, ci.getSourceManager(), cancelled_);
+    return std::make_unique<OwnDeclarationsConsumer>(finder_, ci, cancelled_);
   }
   // Called only when the source was actually processed: a PCH or file that
   // cannot be loaded never gets here, and counts as a failure.
@@ -375,6 +388,10 @@ EngineResult runRules(const std::vector<Rule>& catalogue,
   for (size_t i = 0; i < sources.size(); ++i) {
     wholeProgram = wholeProgram || perSource[i].definesMain;
     EngineResult& one = perSource[i].result;
+    if (one.preamble != PreambleUse::None) {
+      total.preamble = one.preamble;
+      total.preambleMs = one.preambleMs;
+    }
     total.failedSources.insert(total.failedSources.end(), one.failedSources.begin(), one.failedSources.end());
     if (!one.failedSources.empty()) continue;
     total.projectFiles.insert(one.projectFiles.begin(), one.projectFiles.end());
@@ -419,6 +436,7 @@ SourceResult runOne(const std::vector<Rule>& catalogue, const tooling::Compilati
         quiet.stalePch = false;
       }
       perSource = EngineResult();
+      quiet.ownError = false;
       pending.clear();
       definesMain = false;
       failed = true;  // until the action reports a clean parse
@@ -455,20 +473,61 @@ SourceResult runOne(const std::vector<Rule>& catalogue, const tooling::Compilati
         std::set<std::string>& read;
         bool& definesMain;
         const std::atomic<bool>* cancelled;
+        PreambleCache* preambles = nullptr;  // with the LibTorch PCH only: the preamble is chained on it
+        std::string otherBuffers;
+        PreambleUse preambleUse = PreambleUse::None;
+        double preambleMs = 0;  // finding (and checking) or building it
         Factory(MatchFinder& f, bool& x, const std::string& r, std::set<std::string>& files, bool& main,
                 const std::atomic<bool>* c)
             : finder(f), failed(x), root(r), read(files), definesMain(main), cancelled(c) {}
         std::unique_ptr<FrontendAction> create() override {
           return std::make_unique<RecordingAction>(finder, failed, root, read, definesMain, cancelled);
         }
+        bool runInvocation(std::shared_ptr<CompilerInvocation> invocation, FileManager* files,
+                           std::shared_ptr<PCHContainerOperations> pchOperations,
+                           DiagnosticConsumer* diagnostics) override {
+          std::shared_ptr<const PrecompiledPreamble> preamble;
+          if (preambles && invocation->getFrontendOpts().Inputs.size() == 1) {
+            // The text as the parse will read it: the editor's, through the overlay.
+            llvm::StringRef input = invocation->getFrontendOpts().Inputs[0].getFile();
+            if (auto text = files->getVirtualFileSystem().getBufferForFile(input)) {
+              auto started = std::chrono::steady_clock::now();
+              preamble = preambles->get(*invocation, (*text)->getBuffer(), files->getVirtualFileSystemPtr(),
+                                        otherBuffers, cancelled, &preambleUse);
+              preambleMs = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
+              if (preamble) {
+                auto fs = files->getVirtualFileSystemPtr();
+                // The compiler instance owns the main buffer it is given.
+                preamble->AddImplicitPreamble(
+                    *invocation, fs, llvm::MemoryBuffer::getMemBufferCopy((*text)->getBuffer(), input).release());
+              }
+            }
+          }
+          // `preamble` (a temporary file) outlives the parse that reads it.
+          return FrontendActionFactory::runInvocation(std::move(invocation), files, std::move(pchOperations),
+                                                      diagnostics);
+        }
       } factory(finder, failed, options.projectRoot, perSource.projectFiles, definesMain, options.cancelled);
+      if (usePch && options.preambles) {
+        factory.preambles = options.preambles;
+        for (const auto& [path, text] : options.unsavedFiles)
+          if (path != source) {
+            llvm::MD5::MD5Result hash = llvm::MD5::hash(llvm::arrayRefFromStringRef(text));
+            factory.otherBuffers += path + "=" + hash.digest().str().str() + "\n";
+          }
+      }
       if (tool.run(&factory) != 0) failed = true;  // e.g. a compile command that cannot run
+      perSource.preamble = factory.preambleUse;
+      perSource.preambleMs = factory.preambleMs;
       if (options.cancelled && options.cancelled->load()) {
         SourceResult stopped;
         stopped.result.cancelled = true;
         return stopped;
       }
       if (!failed) break;
+      // An editor's text mid-edit: its own errors are its own, and a parse
+      // without the PCH (seconds with LibTorch) would only confirm them.
+      if (usePch && !options.retryWithoutPch && !quiet.stalePch && quiet.ownError) break;
       if (usePch && options.pch.verbose)
         llvm::errs() << "fabricize: " << source << ": the PCH " << *pch << " was not accepted"
                      << (quiet.stalePch ? " (stale)" : "") << "; trying again\n";
@@ -476,6 +535,8 @@ SourceResult runOne(const std::vector<Rule>& catalogue, const tooling::Compilati
     if (failed) {
       SourceResult broken;
       broken.result.failedSources.push_back(source);
+      broken.result.preamble = perSource.preamble;
+      broken.result.preambleMs = perSource.preambleMs;
       return broken;
     }
     return {std::move(perSource), std::move(pending), definesMain};

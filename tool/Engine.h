@@ -4,6 +4,7 @@
 
 #include "EditSet.h"
 #include "Pch.h"
+#include "Preamble.h"
 #include "Rule.h"
 
 #include "clang/Tooling/CompilationDatabase.h"
@@ -66,6 +67,15 @@ struct EngineOptions {
   // parse stops at the next declaration or function body, nothing is matched
   // and the result says `cancelled`.
   const std::atomic<bool>* cancelled = nullptr;
+  // Set: each source's own preamble (its includes, chained on the LibTorch
+  // PCH) is kept here and reused while edits leave the includes alone (the
+  // language server's; Preamble.h).
+  PreambleCache* preambles = nullptr;
+  // False: a parse with the PCH that fails on errors in the user's own files
+  // is not tried again without it (they are the text's errors: an editor's
+  // text mid-edit). True: retried, so that the errors are printed in full
+  // and a PCH at fault is ruled out (migrate, lint).
+  bool retryWithoutPch = true;
 };
 
 struct EngineResult {
@@ -75,6 +85,8 @@ struct EngineResult {
   std::vector<std::string> failedSources;   // did not parse: nothing may be written
   std::set<std::string> projectFiles;       // every file under the root a TU read (sources, headers)
   bool cancelled = false;                   // stopped by EngineOptions::cancelled: nothing else is complete
+  PreambleUse preamble = PreambleUse::None;  // of the last source parsed with EngineOptions::preambles
+  double preambleMs = 0;                     // its time: checked and reused, or built
 };
 
 EngineResult runRules(const std::vector<Rule>& catalogue,

@@ -42,8 +42,9 @@ namespace {
 // The migrate catalogue run on a document's in-memory text.
 class CatalogueAnalyser {
  public:
-  CatalogueAnalyser(const char* argv0, DriverQueryOptions query, std::string commandsDir)
-      : argv0_(argv0), query_(std::move(query)), commandsDir_(std::move(commandsDir)) {}
+  CatalogueAnalyser(const char* argv0, DriverQueryOptions query, std::string commandsDir, bool usePreambles)
+      : argv0_(argv0), query_(std::move(query)), commandsDir_(std::move(commandsDir)),
+        preambles_(usePreambles ? std::make_shared<PreambleCache>() : nullptr) {}
 
   void operator()(LspDocument& doc, const std::atomic<bool>& cancelled) {
     if (doc.path.empty() || !mayMatchAnyRule(doc.text)) return;
@@ -53,14 +54,19 @@ class CatalogueAnalyser {
 
     const std::string path = absolutePath(doc.path);
     auto database = databaseFor(path, query_, commandsDir_);
-    const std::string root = projectRootForFile(path);
+    const std::string root = projectRootForFile(path, commandsDir_);
     EngineOptions options = engineOptionsFor(root, argv0_);
     // The PCH ignores the include folders of the document's own project.
     options.pch.projectDirs = {root};
     for (const auto& [open, text] : doc.openBuffers) options.unsavedFiles[absolutePath(open)] = text;
     options.unsavedFiles[path] = doc.text;
     options.cancelled = &cancelled;
+    options.preambles = preambles_.get();
+    options.retryWithoutPch = false;  // "does not compile" needs no second parse to confirm
     EngineResult result = runRules(catalogue_, *database, {path}, options);
+    if (result.preamble != PreambleUse::None)
+      doc.analysisNote = (result.preamble == PreambleUse::Reused ? "preamble reused in " : "preamble built in ") +
+                         std::to_string(static_cast<long>(result.preambleMs + 0.5)) + " ms";
     if (result.cancelled) {
       doc.cancelled = true;
       return;
@@ -83,6 +89,8 @@ class CatalogueAnalyser {
   const char* argv0_;
   DriverQueryOptions query_;
   std::string commandsDir_;  // --compile-commands-dir; empty: search as clangd does
+  // Shared by the worker threads (and the copies std::function makes).
+  std::shared_ptr<PreambleCache> preambles_;
   std::vector<Rule> catalogue_ = buildCatalogue(FabricOptions{});
 };
 
@@ -91,6 +99,7 @@ class CatalogueAnalyser {
 int runLsp(int argc, const char** argv) {
   DriverQueryOptions query = defaultDriverQuery();
   std::string commandsDir;
+  bool usePreambles = true;
   LspServerOptions serverOptions;
   serverOptions.workers = std::clamp(std::thread::hardware_concurrency(), 1u, 2u);
   // A whole number option's value, or a clear error.
@@ -108,7 +117,7 @@ int runLsp(int argc, const char** argv) {
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "--help" || arg == "-h") {
-      llvm::outs() << "usage: fabricize lsp [--compile-commands-dir=<dir>] [--query-driver=<globs>] [--no-query-driver]\n"
+      llvm::outs() << "usage: fabricize lsp [--compile-commands-dir=<dir>] [--query-driver=<globs>] [--no-query-driver] [--no-preamble]\n"
                       "  A Language Server on stdin/stdout (JSON-RPC, Content-Length framed).\n"
                       "  Diagnostics and quick fixes from the migrate rules; see docs/lsp.md.\n"
                       "  --compile-commands-dir: the folder of compile_commands.json (default: as clangd,\n"
@@ -118,7 +127,9 @@ int runLsp(int argc, const char** argv) {
                       "  -j=<n>: analyses at once, each on its own thread (default: the cores, at most 2).\n"
                       "  --coalesce-ms=<n>: an edit cancels a running analysis of an older text that began\n"
                       "  less than n ms before (default 100): faster keystrokes make one analysis.\n"
-                      "  --log=info: one line on stderr per analysis started, published or cancelled.\n";
+                      "  --log=info: one line on stderr per analysis started, published or cancelled.\n"
+                      "  --no-preamble: parse a document's own includes again at every edit (by default\n"
+                      "  they are precompiled once, chained on the LibTorch PCH, and reused).\n";
       return 0;
     }
     if (llvm::StringRef(arg).starts_with("-j=")) {
@@ -131,6 +142,10 @@ int runLsp(int argc, const char** argv) {
     }
     if (arg == "--log=info") {
       serverOptions.logAnalyses = true;
+      continue;
+    }
+    if (arg == "--no-preamble") {
+      usePreambles = false;
       continue;
     }
     if (arg == "--no-query-driver") {
@@ -161,7 +176,7 @@ int runLsp(int argc, const char** argv) {
     }
   }
   std::ios::sync_with_stdio(false);
-  LspServer server(std::cin, std::cout, CatalogueAnalyser(argv[0], query, commandsDir), serverOptions);
+  LspServer server(std::cin, std::cout, CatalogueAnalyser(argv[0], query, commandsDir, usePreambles), serverOptions);
   return server.serve();
 }
 

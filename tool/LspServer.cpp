@@ -194,11 +194,12 @@ struct LspServer::State {
     out.flush();
   }
 
-  void log(const AnalysisJob& job, const char* what, std::chrono::steady_clock::time_point started) {
+  void log(const LspDocument& doc, const char* what, std::chrono::steady_clock::time_point started) {
     if (!options.logAnalyses) return;
     auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started);
-    std::string line = "fabricize lsp: " + std::string(what) + " " + job.snapshot.uri + " version " +
-                       std::to_string(job.snapshot.version) + " (" + std::to_string(ms.count()) + " ms)\n";
+    std::string line = "fabricize lsp: " + std::string(what) + " " + doc.uri + " version " +
+                       std::to_string(doc.version) + " (" + std::to_string(ms.count()) + " ms" +
+                       (doc.analysisNote.empty() ? "" : ", " + doc.analysisNote) + ")\n";
     std::cerr << line << std::flush;
   }
 
@@ -349,7 +350,7 @@ struct LspServer::State {
   // was cancelled or a newer one came first.
   void run(AnalysisJob& job, std::unique_lock<std::mutex>& guard) {
     auto started = std::chrono::steady_clock::now();
-    log(job, "analysing", started);
+    log(job.snapshot, "analysing", started);
     guard.unlock();
     LspDocument& doc = job.snapshot;
     doc.findings.clear();
@@ -357,6 +358,7 @@ struct LspServer::State {
     doc.parsed = true;
     doc.configError.clear();
     doc.cancelled = false;
+    doc.analysisNote.clear();
     if (!job.cancel->load()) analyse_(doc, *job.cancel);
     doc.openBuffers.clear();
     guard.lock();
@@ -369,7 +371,7 @@ struct LspServer::State {
     }
     changed.notify_all();
     if (job.cancel->load() || doc.cancelled) {
-      log(job, "cancelled (a newer text superseded it)", started);
+      log(doc, "cancelled (a newer text superseded it)", started);
       return;
     }
     if (it == documents.end() || job.generation <= it->second.analysedGeneration) return;
@@ -379,7 +381,7 @@ struct LspServer::State {
     if (job.generation > open.publishedGeneration) {
       publish(open.analysed);
       open.publishedGeneration = job.generation;
-      log(job, "published", started);
+      log(open.analysed, "published", started);
     }
   }
 

@@ -30,6 +30,7 @@ struct LspDocument {
   bool parsed = true;                  // false: the text does not compile
   std::string configError;             // a .fabricize.json that could not be used
   bool cancelled = false;              // the analysis stopped early: nothing above is complete
+  std::string analysisNote;            // how it was analysed, for --log=info ("preamble reused")
   long long version = -1;  // the client's version of `text` (-1: none given)
 };
 

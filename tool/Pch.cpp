@@ -246,8 +246,15 @@ void trimCache(const PchOptions& options) {
 
 void markUsed(const std::string& pch, bool touch) {
   usedThisRun.insert(llvm::sys::path::filename(pch).str());
-  // The modification time is the cache's "last used": no PCH check reads it.
-  if (touch) ::utimensat(AT_FDCWD, pch.c_str(), nullptr, 0);
+  // The modification time is the cache's "last used", to the hour: the
+  // language server's preambles record the time of the PCH they are chained
+  // on, and a touch at every analysis would make them stale.
+  if (!touch) return;
+  llvm::sys::fs::file_status status;
+  if (!llvm::sys::fs::status(pch, status) &&
+      std::chrono::system_clock::now() - status.getLastModificationTime() < std::chrono::hours(1))
+    return;
+  ::utimensat(AT_FDCWD, pch.c_str(), nullptr, 0);
 }
 
 // Writes `text` to `path` unless it holds it already: a PCH records its

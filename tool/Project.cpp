@@ -7,6 +7,7 @@
 #include "llvm/Support/Path.h"
 
 #include <cstdlib>
+#include <optional>
 #include <set>
 
 namespace fabricize {
@@ -208,17 +209,24 @@ std::string projectRootOf(const BuildTree& build, const clang::tooling::Compilat
   return withFolders;
 }
 
-std::string projectRootForFile(const std::string& file) {
+std::string projectRootForFile(const std::string& file, const std::string& commandsDir) {
   std::string dir = llvm::sys::path::parent_path(absolutePath(file)).str();
+  // The root of the compile_commands.json in `at`, if there is one there.
+  auto rootFrom = [&](const std::string& at) -> std::optional<std::string> {
+    if (!llvm::sys::fs::exists(at + "/compile_commands.json")) return std::nullopt;
+    std::string error;
+    auto database = clang::tooling::CompilationDatabase::loadFromDirectory(at, error);
+    if (!database) return dir;
+    std::string root = projectRootOf(readBuildTree(at), *database);
+    // A database elsewhere that does not list this file says nothing about it.
+    return isUnderOrEqual(absolutePath(file), root) ? root : dir;
+  };
+  if (!commandsDir.empty()) return rootFrom(commandsDir).value_or(dir);
+  // Where the language server finds the commands (as clangd): each folder
+  // above the file, then its build/ subfolder; the nearest wins.
   for (std::string at = dir; !at.empty();) {
-    if (llvm::sys::fs::exists(at + "/compile_commands.json")) {
-      std::string error;
-      auto database = clang::tooling::CompilationDatabase::loadFromDirectory(at, error);
-      if (!database) break;
-      std::string root = projectRootOf(readBuildTree(at), *database);
-      // A database elsewhere that does not list this file says nothing about it.
-      return isUnderOrEqual(absolutePath(file), root) ? root : dir;
-    }
+    if (auto root = rootFrom(at)) return *root;
+    if (auto root = rootFrom(at + "/build")) return *root;
     std::string parent = llvm::sys::path::parent_path(at).str();
     if (parent == at) break;
     at = parent;

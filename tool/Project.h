@@ -38,9 +38,10 @@ std::string projectRootOf(const BuildTree& build, const clang::tooling::Compilat
                           std::string* how = nullptr);
 
 // The root of the project `file` belongs to, for a front end that has no -p
-// (the language server): found through the compile_commands.json above it,
-// else the file's directory.
-std::string projectRootForFile(const std::string& file);
+// (the language server): found through the compile_commands.json where the
+// server finds the file's commands (a folder above it or its build/
+// subfolder, or `commandsDir` when given), else the file's directory.
+std::string projectRootForFile(const std::string& file, const std::string& commandsDir = "");
 
 // Whether a configure input is a CMake script (CMakeLists.txt, *.cmake) the
 // build-file migration reads, rather than, say, a configure_file template.

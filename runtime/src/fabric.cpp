@@ -1,5 +1,4 @@
 #include <fabric/fabric.h>
-#include <fabric/verify.h>
 
 #include "checkpoint_load.h"
 #include "accelerator.h"
@@ -467,17 +466,7 @@ void warn_if_optimizer_not_set_up(detail::FabricState& state,
 
 } // namespace
 
-void Fabric::step(torch::optim::Optimizer& optimizer) {
-  auto& state = *state_;
-  state.require_launched("step()");
-  warn_if_optimizer_not_set_up(state, optimizer);
-  state.collective("fabric.step()", [&] { state.strategy->step(optimizer, nullptr); });
-  if (state.monitor) state.monitor->count_step();
-  // Before the sync check, which ends the job when the ranks differ: the
-  // record then shows the step where they did.
-  verify::record_step(optimizer);
-  if (state.sync_check) check_sync_after_step(optimizer);
-}
+void Fabric::step(torch::optim::Optimizer& optimizer) { step(optimizer, nullptr); }
 
 torch::Tensor Fabric::step(torch::optim::Optimizer& optimizer,
                            torch::optim::Optimizer::LossClosure closure) {
