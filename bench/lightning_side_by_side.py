@@ -34,6 +34,7 @@ import argparse
 import json
 import os
 import resource
+import signal
 import statistics
 import subprocess
 import sys
@@ -45,6 +46,7 @@ MODELS = {
     "lm": dict(kind="lm", vocab=64, dim=64, heads=4, layers=2, seq=16, batch=32, lr=0.1),
     "wide": dict(kind="mlp", input=1024, hidden=4096, layers=2, out=10, batch=32, lr=0.01),
 }
+RUN_TIMEOUT_S = 300  # one implementation on one model: seconds, normally
 IMPLEMENTATIONS = ["lightning", "fabric-ddp", "fabric-zero2", "reducer", "python-local", "cxx-local"]
 FLOOR = {"lightning": "python-local", "python-local": "python-local"}  # the rest: cxx-local
 # Issue 16's targets: C++ Fabric's step against Lightning's, and against the
@@ -183,11 +185,13 @@ def worker(args):
             "optimizer_ms": statistics.median(slowest_ms[3]),
             "peak_rss_mib": peak, "base_rss_mib": base, "first_loss": first_loss,
             "last_loss": last_loss}), flush=True)
-    # Without a DDP module nothing tears the process group down before the
-    # interpreter's exit, and Gloo's threads then abort it ("terminate called
-    # without an active exception"): end it here, on every rank.
+    # Every rank has its figures: leave without the interpreter's teardown,
+    # which, with Gloo's threads still running, sometimes aborts ("terminate
+    # called without an active exception") or hangs in destroying the group.
     fabric.barrier()
-    torch.distributed.destroy_process_group()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def run_one(args, model, impl):
@@ -199,11 +203,20 @@ def run_one(args, model, impl):
                    f"--warmup={args.warmup}", "--devices=2"]
     env = dict(os.environ, OMP_NUM_THREADS="1")
     started = time.time()
-    result = subprocess.run(command, capture_output=True, text=True, env=env, timeout=900)
-    lines = [l for l in result.stdout.splitlines() if l.startswith("RESULT ")]
-    if result.returncode != 0 or len(lines) != 1:
-        sys.exit(f"side by side: {' '.join(command)} exited {result.returncode} without a RESULT line:\n"
-                 f"{result.stdout[-3000:]}{result.stderr[-3000:]}")
+    # Its own process group: a run that hangs is killed with every rank it started.
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                               start_new_session=True)
+    try:
+        stdout, stderr = process.communicate(timeout=RUN_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        stdout, stderr = process.communicate()
+        sys.exit(f"side by side: {' '.join(command)} did not end within {RUN_TIMEOUT_S} s (killed):\n"
+                 f"{stdout[-3000:]}{stderr[-3000:]}")
+    lines = [l for l in stdout.splitlines() if l.startswith("RESULT ")]
+    if process.returncode != 0 or len(lines) != 1:
+        sys.exit(f"side by side: {' '.join(command)} exited {process.returncode} without a RESULT line:\n"
+                 f"{stdout[-3000:]}{stderr[-3000:]}")
     measured = json.loads(lines[0][len("RESULT "):])
     print(f"  {model:5} {impl:13} median {measured['median_ms']:9.3f} ms  p90 {measured['p90_ms']:9.3f} ms  "
           f"(fwd {measured['forward_ms']:.2f} bwd {measured['backward_ms']:.2f} opt {measured['optimizer_ms']:.2f})  "
