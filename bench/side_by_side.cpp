@@ -21,6 +21,7 @@
 #include <fabric/fabric.h>
 
 #include "hand_reducer.h"
+#include "transformer_lm_model.h"
 
 #include <torch/version.h>
 
@@ -54,28 +55,6 @@ struct MlpImpl : torch::nn::Module {
   torch::nn::Linear head{nullptr};
 };
 TORCH_MODULE(Mlp);
-
-// ../shared/corpus/transformer_lm's model.
-struct TransformerLMImpl : torch::nn::Module {
-  TransformerLMImpl(int64_t vocab, int64_t dim, int64_t heads, int64_t layers)
-      : embed(register_module("embed", torch::nn::Embedding(vocab, dim))),
-        encoder(register_module(
-            "encoder", torch::nn::TransformerEncoder(torch::nn::TransformerEncoderOptions(
-                           torch::nn::TransformerEncoderLayerOptions(dim, heads)
-                               .dim_feedforward(4 * dim)
-                               .dropout(0.0),
-                           layers)))),
-        head(register_module("head", torch::nn::Linear(dim, vocab))) {}
-  torch::Tensor forward(const torch::Tensor& tokens) {
-    auto x = embed(tokens).transpose(0, 1);
-    x = encoder(x).transpose(0, 1);
-    return torch::log_softmax(head(x), -1).flatten(0, 1);
-  }
-  torch::nn::Embedding embed;
-  torch::nn::TransformerEncoder encoder;
-  torch::nn::Linear head;
-};
-TORCH_MODULE(TransformerLM);
 
 // The sizes; lightning_side_by_side.py holds the same table.
 struct ModelSpec {

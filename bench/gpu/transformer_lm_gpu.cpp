@@ -20,6 +20,8 @@
 #include <c10/cuda/CUDACachingAllocator.h>
 #endif
 
+#include "../transformer_lm_model.h"
+
 // Next-token prediction over a deterministic pseudo-text.
 class TokenStream : public torch::data::datasets::Dataset<TokenStream> {
  public:
@@ -37,32 +39,6 @@ class TokenStream : public torch::data::datasets::Dataset<TokenStream> {
  private:
   int64_t vocab_, seq_len_, samples_;
 };
-
-struct TransformerLMImpl : torch::nn::Module {
-  TransformerLMImpl(int64_t vocab, int64_t dim, int64_t heads, int64_t layers)
-      : embed(register_module("embed", torch::nn::Embedding(vocab, dim))),
-        encoder(register_module(
-            "encoder",
-            torch::nn::TransformerEncoder(
-                torch::nn::TransformerEncoderOptions(
-                    torch::nn::TransformerEncoderLayerOptions(dim, heads)
-                        .dim_feedforward(4 * dim)
-                        .dropout(0.0),
-                    layers)))),
-        head(register_module("head", torch::nn::Linear(dim, vocab))) {}
-
-  // tokens: [batch, seq] -> log-probabilities [batch * seq, vocab]
-  torch::Tensor forward(const torch::Tensor& tokens) {
-    auto x = embed(tokens).transpose(0, 1);  // [seq, batch, dim]
-    x = encoder(x).transpose(0, 1);
-    return torch::log_softmax(head(x), -1).flatten(0, 1);
-  }
-
-  torch::nn::Embedding embed;
-  torch::nn::TransformerEncoder encoder;
-  torch::nn::Linear head;
-};
-TORCH_MODULE(TransformerLM);
 
 int main(int argc, char** argv) {
   std::vector<int64_t> a{8192, 1024, 16, 8, 256, 32, 60, 10};  // defaults: GPU-sized
