@@ -426,6 +426,14 @@ bool JobMonitor::diverged(const Snapshot& me, bool failed, const std::vector<Rec
   if (failed) return true;
   const auto now = Clock::now();
   const std::string my_name = me.scope.name != nullptr ? me.scope.name : "";
+  // A rank not heard of (never blocked long enough to publish, or cut off
+  // from the store with its host): a rank waiting under another number may
+  // then have left this collective with its data and be waiting for data
+  // that a broken link lost, which the collective's timeout reports as what
+  // it is. Another number means different paths only when every rank is
+  // accounted for.
+  const bool someone_unheard = std::any_of(records.begin(), records.end(),
+                                           [](const Record& r) { return r.kind == Record::kNone; });
   bool confirmed = false;
   for (const auto& record : records) {
     switch (record.kind) {
@@ -437,6 +445,9 @@ bool JobMonitor::diverged(const Snapshot& me, bool failed, const std::vector<Rec
           // The same collective number in another call: the ranks took
           // different paths, whatever the timing.
           if (record.name != my_name) return true;
+          sightings_.erase(record.rank);
+          break;
+        } else if (someone_unheard) {
           sightings_.erase(record.rank);
           break;
         } else {
