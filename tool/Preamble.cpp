@@ -51,7 +51,7 @@ std::string keyFor(const CompilerInvocation& invocation, const std::string& othe
   });
   const std::string& pch = invocation.getPreprocessorOpts().ImplicitPCHInclude;
   llvm::sys::fs::file_status status;
-  // Its file, not its time: the PCH cache touches a PCH at each use; a
+  // Its file, not its time (the PCH cache touches a PCH it uses, hourly): a
   // rebuilt one is renamed into place, a new file.
   if (!pch.empty() && !llvm::sys::fs::status(pch, status))
     key += std::to_string(status.getUniqueID().getDevice()) + ":" +
@@ -131,7 +131,6 @@ std::shared_ptr<const PrecompiledPreamble> PreambleCache::get(const CompilerInvo
       if (it->mainFile != mainFile) continue;
       if (it->key == key && it->preamble->CanReuse(invocation, buffer->getMemBufferRef(), bounds, stats)) {
         entries_.splice(entries_.begin(), entries_, it);
-        ++counts_.reused;
         if (use) *use = PreambleUse::Reused;
         return entries_.front().preamble;
       }
@@ -158,21 +157,14 @@ std::shared_ptr<const PrecompiledPreamble> PreambleCache::get(const CompilerInvo
   // Clang writes a preamble with errors too (clangd shows them); the
   // analysis needs one that compiled, and reports the errors itself.
   if (!built || diagnostics->hasErrorOccurred()) {
-    ++counts_.failed;
     return nullptr;
   }
-  ++counts_.built;
   if (use) *use = PreambleUse::Built;
   auto preamble = std::make_shared<const PrecompiledPreamble>(std::move(*built));
   entries_.remove_if([&](const Entry& e) { return e.mainFile == mainFile; });
   entries_.push_front({mainFile, key, preamble});
   if (entries_.size() > kMaxPreambles) entries_.pop_back();
   return preamble;
-}
-
-PreambleCache::Counts PreambleCache::counts() const {
-  std::lock_guard<std::mutex> hold(lock_);
-  return counts_;
 }
 
 std::vector<Decl*> preambleProjectDeclarations(CompilerInstance& ci) {

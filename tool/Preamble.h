@@ -45,20 +45,14 @@ class PreambleCache {
                                                         const std::atomic<bool>* cancelled,
                                                         PreambleUse* use = nullptr);
 
-  struct Counts {
-    unsigned built = 0, reused = 0, failed = 0;
-  };
-  Counts counts() const;
-
  private:
   struct Entry {
     std::string mainFile;
     std::string key;  // the command, the LibTorch PCH's identity, the other buffers
     std::shared_ptr<const clang::PrecompiledPreamble> preamble;
   };
-  mutable std::mutex lock_;
+  std::mutex lock_;
   std::list<Entry> entries_;  // most recently used first
-  Counts counts_;
   // Status of the system headers the reuse checks have seen (SystemStatCache
   // in Preamble.cpp); emptied whenever a preamble is built.
   std::mutex statLock_;
