@@ -47,6 +47,16 @@ std::string realPathOf(FileEntryRef entry) {
   return real.empty() ? realPath(entry.getName()) : realPath(real);
 }
 
+// The main file for a declaration preamble's copy of it (the declarations
+// above the edited one were parsed there; Preamble.h), else `file`: edits
+// and findings there are the main file's, at the same offsets.
+FileID mainFileOf(const SourceManager& sm, FileID file) {
+  if (file == sm.getMainFileID() || file.isInvalid()) return file;
+  OptionalFileEntryRef entry = sm.getFileEntryRefForID(file);
+  OptionalFileEntryRef main = sm.getFileEntryRefForID(sm.getMainFileID());
+  return entry && main && &entry->getFileEntry() == &main->getFileEntry() ? sm.getMainFileID() : file;
+}
+
 bool isUnder(const std::string& path, const std::string& root) {
   if (root.empty()) return true;
   if (path.size() <= root.size() || path.compare(0, root.size(), root) != 0) return false;
@@ -114,6 +124,7 @@ class RuleCallback : public MatchFinder::MatchCallback {
       SourceLocation begin = edit.Range.getBegin();
       if (!begin.isFileID() || sm.isInSystemHeader(begin) || !inProject(sm, begin)) continue;
       auto [file, offset] = sm.getDecomposedLoc(begin);
+      file = mainFileOf(sm, file);
       std::string path = pathOf(sm, file);
       fileResult(sm, file, path);
       if (edit.Kind == transformer::EditKind::AddInclude) {
@@ -255,8 +266,9 @@ std::set<std::string> rebuiltPchs;
 // clangd does with its preamble.
 class OwnDeclarationsConsumer : public ASTConsumer {
  public:
-  OwnDeclarationsConsumer(MatchFinder& finder, CompilerInstance& ci, const std::atomic<bool>* cancelled)
-      : finder_(finder), ci_(ci), sm_(ci.getSourceManager()), cancelled_(cancelled) {}
+  OwnDeclarationsConsumer(MatchFinder& finder, CompilerInstance& ci, const std::atomic<bool>* cancelled,
+                          PreambleCache* preambles)
+      : finder_(finder), ci_(ci), sm_(ci.getSourceManager()), cancelled_(cancelled), preambles_(preambles) {}
   // No rule looks inside the functions of system headers (LibTorch's
   // thousands of inline bodies): Sema skips them, as clangd does for its
   // preambles. It never skips what the types of the user's code depend on
@@ -276,6 +288,7 @@ class OwnDeclarationsConsumer : public ASTConsumer {
     std::vector<Decl*> scope = preambleProjectDeclarations(ci_);
     for (Decl* d : own_)
       if (!sm.isInSystemHeader(sm.getExpansionLoc(d->getLocation()))) scope.push_back(d);
+    if (preambles_ && !ci_.getDiagnostics().hasErrorOccurred()) noteDeclarations(scope);
     context.setTraversalScope(scope);
     finder_.matchAST(context);
   }
@@ -283,10 +296,31 @@ class OwnDeclarationsConsumer : public ASTConsumer {
  private:
   bool isCancelled() const { return cancelled_ && cancelled_->load(std::memory_order_relaxed); }
 
+  // Where the main file's top-level declarations are, for the next edit's
+  // declaration preamble (Preamble.h). Those a declaration preamble held
+  // are in its copy of the main file.
+  void noteDeclarations(const std::vector<Decl*>& scope) {
+    if (ci_.getFrontendOpts().Inputs.size() != 1) return;
+    std::vector<DeclarationSpan> spans;
+    for (Decl* d : scope) {
+      // Inside `extern "C" { ... }` is no place to end a preamble.
+      if (!d->getLexicalDeclContext()->isTranslationUnit()) continue;
+      SourceLocation begin = sm_.getExpansionLoc(d->getBeginLoc());
+      SourceLocation last = sm_.getExpansionLoc(d->getEndLoc());
+      FileID file = sm_.getFileID(begin);
+      if (mainFileOf(sm_, file) != sm_.getMainFileID() || mainFileOf(sm_, sm_.getFileID(last)) != sm_.getMainFileID())
+        continue;
+      spans.push_back({sm_.getFileOffset(begin), sm_.getFileOffset(last)});
+    }
+    preambles_->noteDeclarations(ci_.getFrontendOpts().Inputs[0].getFile().str(),
+                                 sm_.getBufferData(sm_.getMainFileID()).str(), std::move(spans));
+  }
+
   MatchFinder& finder_;
   CompilerInstance& ci_;
   const SourceManager& sm_;
   const std::atomic<bool>* cancelled_;
+  PreambleCache* preambles_;  // set: the parse used a preamble, whose next boundary is noted
   std::vector<Decl*> own_;
 };
 
@@ -295,15 +329,15 @@ class OwnDeclarationsConsumer : public ASTConsumer {
 class RecordingAction : public ASTFrontendAction {
  public:
   RecordingAction(MatchFinder& finder, bool& failed, const std::string& root, std::set<std::string>& read,
-                  bool& definesMain, const std::atomic<bool>* cancelled)
+                  bool& definesMain, const std::atomic<bool>* cancelled, PreambleCache* preambles)
       : finder_(finder), failed_(failed), root_(root), read_(read), definesMain_(definesMain),
-        cancelled_(cancelled) {}
+        cancelled_(cancelled), preambles_(preambles) {}
   bool BeginInvocation(CompilerInstance& ci) override {
     ci.getFrontendOpts().SkipFunctionBodies = true;  // asks the consumer, body by body
     return true;
   }
   std::unique_ptr<ASTConsumer> CreateASTConsumer(CompilerInstance& ci, llvm::StringRef) override {
-    return std::make_unique<OwnDeclarationsConsumer>(finder_, ci, cancelled_);
+    return std::make_unique<OwnDeclarationsConsumer>(finder_, ci, cancelled_, preambles_);
   }
   // Called only when the source was actually processed: a PCH or file that
   // cannot be loaded never gets here, and counts as a failure.
@@ -330,6 +364,7 @@ class RecordingAction : public ASTFrontendAction {
   std::set<std::string>& read_;
   bool& definesMain_;
   const std::atomic<bool>* cancelled_;
+  PreambleCache* preambles_;
 };
 
 // One translation unit through the catalogue: its files and findings, and
@@ -390,6 +425,7 @@ EngineResult runRules(const std::vector<Rule>& catalogue,
     EngineResult& one = perSource[i].result;
     if (one.preamble != PreambleUse::None) {
       total.preamble = one.preamble;
+      total.preambleDeclarationsAboveLine = one.preambleDeclarationsAboveLine;
       total.preambleMs = one.preambleMs;
     }
     total.failedSources.insert(total.failedSources.end(), one.failedSources.begin(), one.failedSources.end());
@@ -475,13 +511,14 @@ SourceResult runOne(const std::vector<Rule>& catalogue, const tooling::Compilati
         const std::atomic<bool>* cancelled;
         PreambleCache* preambles = nullptr;  // with the LibTorch PCH only: the preamble is chained on it
         std::string otherBuffers;
-        PreambleUse preambleUse = PreambleUse::None;
+        PreambleReport preambleReport;
         double preambleMs = 0;  // finding (and checking) or building it
         Factory(MatchFinder& f, bool& x, const std::string& r, std::set<std::string>& files, bool& main,
                 const std::atomic<bool>* c)
             : finder(f), failed(x), root(r), read(files), definesMain(main), cancelled(c) {}
         std::unique_ptr<FrontendAction> create() override {
-          return std::make_unique<RecordingAction>(finder, failed, root, read, definesMain, cancelled);
+          return std::make_unique<RecordingAction>(finder, failed, root, read, definesMain, cancelled,
+                                                   preambleReport.use == PreambleUse::None ? nullptr : preambles);
         }
         bool runInvocation(std::shared_ptr<CompilerInvocation> invocation, FileManager* files,
                            std::shared_ptr<PCHContainerOperations> pchOperations,
@@ -493,7 +530,7 @@ SourceResult runOne(const std::vector<Rule>& catalogue, const tooling::Compilati
             if (auto text = files->getVirtualFileSystem().getBufferForFile(input)) {
               auto started = std::chrono::steady_clock::now();
               preamble = preambles->get(*invocation, (*text)->getBuffer(), files->getVirtualFileSystemPtr(),
-                                        otherBuffers, cancelled, &preambleUse);
+                                        otherBuffers, cancelled, &preambleReport);
               preambleMs = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
               if (preamble) {
                 auto fs = files->getVirtualFileSystemPtr();
@@ -517,7 +554,8 @@ SourceResult runOne(const std::vector<Rule>& catalogue, const tooling::Compilati
           }
       }
       if (tool.run(&factory) != 0) failed = true;  // e.g. a compile command that cannot run
-      perSource.preamble = factory.preambleUse;
+      perSource.preamble = factory.preambleReport.use;
+      perSource.preambleDeclarationsAboveLine = factory.preambleReport.declarationsAboveLine;
       perSource.preambleMs = factory.preambleMs;
       if (options.cancelled && options.cancelled->load()) {
         SourceResult stopped;
@@ -536,6 +574,7 @@ SourceResult runOne(const std::vector<Rule>& catalogue, const tooling::Compilati
       SourceResult broken;
       broken.result.failedSources.push_back(source);
       broken.result.preamble = perSource.preamble;
+      broken.result.preambleDeclarationsAboveLine = perSource.preambleDeclarationsAboveLine;
       broken.result.preambleMs = perSource.preambleMs;
       return broken;
     }

@@ -86,6 +86,7 @@ struct EngineResult {
   std::set<std::string> projectFiles;       // every file under the root a TU read (sources, headers)
   bool cancelled = false;                   // stopped by EngineOptions::cancelled: nothing else is complete
   PreambleUse preamble = PreambleUse::None;  // of the last source parsed with EngineOptions::preambles
+  unsigned preambleDeclarationsAboveLine = 0;  // its reach (PreambleReport); 0: the include lines only
   double preambleMs = 0;                     // its time: checked and reused, or built
 };
 

@@ -64,8 +64,13 @@ class CatalogueAnalyser {
     options.preambles = preambles_.get();
     options.retryWithoutPch = false;  // "does not compile" needs no second parse to confirm
     EngineResult result = runRules(catalogue_, *database, {path}, options);
+    // "preamble reused in 3 ms", "preamble above line 52 built in 410 ms"
     if (result.preamble != PreambleUse::None)
-      doc.analysisNote = (result.preamble == PreambleUse::Reused ? "preamble reused in " : "preamble built in ") +
+      doc.analysisNote = std::string("preamble ") +
+                         (result.preambleDeclarationsAboveLine
+                              ? "above line " + std::to_string(result.preambleDeclarationsAboveLine) + " "
+                              : "") +
+                         (result.preamble == PreambleUse::Reused ? "reused in " : "built in ") +
                          std::to_string(static_cast<long>(result.preambleMs + 0.5)) + " ms";
     if (result.cancelled) {
       doc.cancelled = true;
@@ -129,7 +134,8 @@ int runLsp(int argc, const char** argv) {
                       "  less than n ms before (default 100): faster keystrokes make one analysis.\n"
                       "  --log=info: one line on stderr per analysis started, published or cancelled.\n"
                       "  --no-preamble: parse a document's own includes again at every edit (by default\n"
-                      "  they are precompiled once, chained on the LibTorch PCH, and reused).\n";
+                      "  they are precompiled once, chained on the LibTorch PCH, and reused; so are the\n"
+                      "  declarations above the one being typed in).\n";
       return 0;
     }
     if (llvm::StringRef(arg).starts_with("-j=")) {

@@ -8,6 +8,7 @@
 #include "clang/Serialization/ModuleFile.h"
 
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MD5.h"
 #include "llvm/Support/MemoryBuffer.h"
 
 #include <algorithm>
@@ -117,31 +118,113 @@ std::shared_ptr<const PrecompiledPreamble> PreambleCache::get(const CompilerInvo
                                                               llvm::IntrusiveRefCntPtr<llvm::vfs::FileSystem> fs,
                                                               const std::string& otherBuffers,
                                                               const std::atomic<bool>* cancelled,
-                                                              PreambleUse* use) {
+                                                              PreambleReport* report) {
   if (invocation.getFrontendOpts().Inputs.size() != 1) return nullptr;
   const std::string mainFile = invocation.getFrontendOpts().Inputs[0].getFile().str();
   std::unique_ptr<llvm::MemoryBuffer> buffer = llvm::MemoryBuffer::getMemBufferCopy(text, mainFile);
-  PreambleBounds bounds = ComputePreambleBounds(invocation.getLangOpts(), buffer->getMemBufferRef(), 0);
-  if (bounds.Size == 0) return nullptr;
+  PreambleBounds includeLines = ComputePreambleBounds(invocation.getLangOpts(), buffer->getMemBufferRef(), 0);
+  if (includeLines.Size == 0) return nullptr;
   const std::string key = keyFor(invocation, otherBuffers);
+  auto lineOf = [&](unsigned offset) { return 1 + static_cast<unsigned>(text.take_front(offset).count('\n')); };
+  auto reused = [&](const Entry& entry) {
+    if (report) {
+      report->use = PreambleUse::Reused;
+      report->declarationsAboveLine = entry.declarations ? lineOf(entry.preamble->getBounds().Size) : 0;
+    }
+    return entry.preamble;
+  };
+
+  unsigned boundary = 0;  // where a declaration preamble would end; 0: none
+  bool settled = false;   // the previous analysis wanted the same: the user types there
+  std::string prefixHash;
   {
     SystemStatCache stats(fs, systemDirsOf(invocation), statLock_, systemStats_);
     std::lock_guard<std::mutex> hold(lock_);
-    for (auto it = entries_.begin(); it != entries_.end(); ++it) {
-      if (it->mainFile != mainFile) continue;
-      if (it->key == key && it->preamble->CanReuse(invocation, buffer->getMemBufferRef(), bounds, stats)) {
-        entries_.splice(entries_.begin(), entries_, it);
-        if (use) *use = PreambleUse::Reused;
-        return entries_.front().preamble;
+    auto known = documents_.find(mainFile);
+    if (known != documents_.end()) {
+      Document& document = known->second;
+      boundary = boundaryFor(document, text, includeLines.Size);
+      settled = boundary != 0 && boundary == document.lastBoundary;
+      document.lastBoundary = boundary;
+      if (boundary) {
+        // With the key: the same text may compile once a header is fixed.
+        prefixHash = llvm::MD5::hash(llvm::arrayRefFromStringRef(key + text.take_front(boundary).str()))
+                         .digest()
+                         .str()
+                         .str();
+        if (std::find(document.refused.begin(), document.refused.end(), prefixHash) != document.refused.end())
+          boundary = 0, settled = false;  // it did not compile: not tried again
       }
-      break;
+    }
+    // The longest preamble this text can reuse. A declaration preamble that
+    // ends above `boundary` is replaced once the user settles there.
+    Entry* best = nullptr;
+    for (Entry& entry : entries_) {
+      if (entry.mainFile != mainFile || entry.key != key) continue;
+      PreambleBounds bounds = entry.declarations ? entry.preamble->getBounds() : includeLines;
+      if (bounds.Size > text.size() || !entry.preamble->CanReuse(invocation, buffer->getMemBufferRef(), bounds, stats))
+        continue;
+      if (!best || bounds.Size > best->preamble->getBounds().Size) best = &entry;
+    }
+    bool wantsNew = settled && (!best || !best->declarations || best->preamble->getBounds().Size != boundary);
+    if (best && !wantsNew) {
+      for (auto it = entries_.begin(); it != entries_.end(); ++it)
+        if (&*it == best) entries_.splice(entries_.begin(), entries_, it);
+      return reused(entries_.front());
     }
   }
-  // Built outside the lock: another document's analysis goes on meanwhile.
+
+  if (settled) {
+    bool endsLine = boundary == 0 || text[boundary - 1] == '\n';
+    auto preamble = build(invocation, *buffer, PreambleBounds(boundary, endsLine), fs, cancelled);
+    if (cancelled && cancelled->load()) return nullptr;
+    std::lock_guard<std::mutex> hold(lock_);
+    if (preamble) {
+      entries_.remove_if([&](const Entry& e) { return e.mainFile == mainFile && e.declarations; });
+      entries_.push_front({mainFile, key, true, preamble});
+      if (entries_.size() > 2 * kMaxPreambles) entries_.pop_back();
+      if (report) *report = {PreambleUse::Built, lineOf(boundary)};
+      return preamble;
+    }
+    // Above the boundary a conditional left open, a declaration that the
+    // boundary splits: not a whole file on its own. The include lines' then.
+    std::vector<std::string>& refused = documents_[mainFile].refused;
+    refused.push_back(prefixHash);
+    if (refused.size() > 16) refused.erase(refused.begin());
+    SystemStatCache stats(fs, systemDirsOf(invocation), statLock_, systemStats_);
+    for (auto it = entries_.begin(); it != entries_.end(); ++it)
+      if (it->mainFile == mainFile && it->key == key && !it->declarations &&
+          it->preamble->CanReuse(invocation, buffer->getMemBufferRef(), includeLines, stats)) {
+        entries_.splice(entries_.begin(), entries_, it);
+        return reused(entries_.front());
+      }
+  }
+
+  auto preamble = build(invocation, *buffer, includeLines, fs, cancelled);
+  std::lock_guard<std::mutex> hold(lock_);
+  if (!preamble || (cancelled && cancelled->load())) return nullptr;
+  if (report) *report = {PreambleUse::Built, 0};
+  entries_.remove_if([&](const Entry& e) { return e.mainFile == mainFile && !e.declarations; });
+  entries_.push_front({mainFile, key, false, preamble});
+  if (entries_.size() > 2 * kMaxPreambles) entries_.pop_back();
+  // The documents kept: those with a preamble.
+  for (auto it = documents_.begin(); it != documents_.end();)
+    it = std::any_of(entries_.begin(), entries_.end(), [&](const Entry& e) { return e.mainFile == it->first; })
+             ? std::next(it)
+             : documents_.erase(it);
+  return preamble;
+}
+
+std::shared_ptr<const PrecompiledPreamble> PreambleCache::build(const CompilerInvocation& invocation,
+                                                                const llvm::MemoryBuffer& buffer,
+                                                                PreambleBounds bounds,
+                                                                llvm::IntrusiveRefCntPtr<llvm::vfs::FileSystem> fs,
+                                                                const std::atomic<bool>* cancelled) {
   {
     std::lock_guard<std::mutex> hold(statLock_);
     systemStats_.clear();  // what this preamble reads is stat'ed afresh
   }
+  // Built outside the lock: another document's analysis goes on meanwhile.
   IgnoringDiagConsumer quiet;
   llvm::IntrusiveRefCntPtr<DiagnosticsEngine> diagnostics =
       CompilerInstance::createDiagnostics(new DiagnosticOptions, &quiet, /*ShouldOwnClient=*/false);
@@ -149,22 +232,44 @@ std::shared_ptr<const PrecompiledPreamble> PreambleCache::get(const CompilerInvo
   preambleInvocation.getFrontendOpts().SkipFunctionBodies = true;  // asks SkipSystemBodies
   SkipSystemBodies callbacks(cancelled);
   llvm::ErrorOr<PrecompiledPreamble> built =
-      PrecompiledPreamble::Build(preambleInvocation, buffer.get(), bounds, *diagnostics, fs,
+      PrecompiledPreamble::Build(preambleInvocation, &buffer, bounds, *diagnostics, fs,
                                  std::make_shared<PCHContainerOperations>(), /*StoreInMemory=*/false,
                                  /*StoragePath=*/"", callbacks);
-  std::lock_guard<std::mutex> hold(lock_);
-  if (cancelled && cancelled->load()) return nullptr;
   // Clang writes a preamble with errors too (clangd shows them); the
   // analysis needs one that compiled, and reports the errors itself.
-  if (!built || diagnostics->hasErrorOccurred()) {
-    return nullptr;
+  if (!built || diagnostics->hasErrorOccurred() || (cancelled && cancelled->load())) return nullptr;
+  return std::make_shared<const PrecompiledPreamble>(std::move(*built));
+}
+
+void PreambleCache::noteDeclarations(const std::string& mainFile, std::string text,
+                                     std::vector<DeclarationSpan> declarations) {
+  std::lock_guard<std::mutex> hold(lock_);
+  Document& document = documents_[mainFile];
+  document.text = std::move(text);
+  document.declarations = std::move(declarations);
+}
+
+unsigned PreambleCache::boundaryFor(const Document& document, llvm::StringRef text, unsigned includeLinesEnd) {
+  size_t same = 0;  // bytes the text shares with the one the declarations are of
+  size_t most = std::min(text.size(), document.text.size());
+  while (same < most && text[same] == document.text[same]) ++same;
+  unsigned best = 0;
+  bool above = false;  // a declaration starts below the include lines and above `best`
+  for (const DeclarationSpan& d : document.declarations) {
+    if (d.begin < includeLinesEnd || d.begin > same) continue;
+    // Not inside another declaration: `typedef struct {...} Name;` holds a
+    // struct's declaration that starts after the typedef's.
+    bool inside = std::any_of(document.declarations.begin(), document.declarations.end(),
+                              [&](const DeclarationSpan& e) { return e.begin < d.begin && d.begin <= e.lastToken; });
+    if (inside) continue;
+    if (d.begin > best) {
+      above = above || best != 0;
+      best = d.begin;
+    } else if (d.begin < best) {
+      above = true;
+    }
   }
-  if (use) *use = PreambleUse::Built;
-  auto preamble = std::make_shared<const PrecompiledPreamble>(std::move(*built));
-  entries_.remove_if([&](const Entry& e) { return e.mainFile == mainFile; });
-  entries_.push_front({mainFile, key, preamble});
-  if (entries_.size() > kMaxPreambles) entries_.pop_back();
-  return preamble;
+  return above ? best : 0;
 }
 
 std::vector<Decl*> preambleProjectDeclarations(CompilerInstance& ci) {

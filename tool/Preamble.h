@@ -4,6 +4,14 @@
 // preamble holds only what the PCH does not. Used by `fabricize lsp`, where
 // the same file is analysed again at every edit; migrate and lint parse
 // each file once and have no use for it.
+//
+// Beyond clangd: while the user keeps typing inside one top-level
+// declaration, the declarations above it are precompiled too (a
+// declaration preamble), so that an edit in main() does not parse again the
+// dataset and model classes above it, nor instantiate the LibTorch
+// templates they use. Its boundary comes from the last clean parse of the
+// document (noteDeclarations): the start of a top-level declaration that
+// the edits since have left, with everything above it, alone.
 #pragma once
 
 #include "clang/Frontend/CompilerInvocation.h"
@@ -29,6 +37,21 @@ namespace fabricize {
 
 enum class PreambleUse { None, Built, Reused };
 
+// What an analysis used: a preamble built or reused, and how far it reaches.
+struct PreambleReport {
+  PreambleUse use = PreambleUse::None;
+  // 0: the include lines only; else the declarations above this 1-based
+  // line of the main file are precompiled too.
+  unsigned declarationsAboveLine = 0;
+};
+
+// A top-level declaration of the main file: its first byte and the first
+// byte of its last token.
+struct DeclarationSpan {
+  unsigned begin = 0;
+  unsigned lastToken = 0;
+};
+
 class PreambleCache {
  public:
   // The preamble of `invocation`'s main file holding `text`: the cached one
@@ -43,16 +66,40 @@ class PreambleCache {
                                                         llvm::IntrusiveRefCntPtr<llvm::vfs::FileSystem> fs,
                                                         const std::string& otherBuffers,
                                                         const std::atomic<bool>* cancelled,
-                                                        PreambleUse* use = nullptr);
+                                                        PreambleReport* report = nullptr);
+
+  // The top-level declarations a clean parse of `mainFile` holding `text`
+  // found: where a later edit of the file may put a declaration preamble's
+  // end.
+  void noteDeclarations(const std::string& mainFile, std::string text, std::vector<DeclarationSpan> declarations);
 
  private:
   struct Entry {
     std::string mainFile;
     std::string key;  // the command, the LibTorch PCH's identity, the other buffers
+    bool declarations = false;  // a declaration preamble (else the include lines only)
     std::shared_ptr<const clang::PrecompiledPreamble> preamble;
   };
+  // What the last clean parse of a document found, and what the last
+  // analyses wanted.
+  struct Document {
+    std::string text;
+    std::vector<DeclarationSpan> declarations;
+    unsigned lastBoundary = 0;           // the boundary the previous analysis wanted
+    std::vector<std::string> refused;  // MD5s of prefixes whose preamble did not compile
+  };
+  // The boundary for `text`: 0, or the start of a top-level declaration
+  // that the document's last clean parse found and that `text` keeps, with
+  // all above it, unchanged.
+  static unsigned boundaryFor(const Document& document, llvm::StringRef text, unsigned includeLinesEnd);
+  std::shared_ptr<const clang::PrecompiledPreamble> build(const clang::CompilerInvocation& invocation,
+                                                          const llvm::MemoryBuffer& buffer,
+                                                          clang::PreambleBounds bounds,
+                                                          llvm::IntrusiveRefCntPtr<llvm::vfs::FileSystem> fs,
+                                                          const std::atomic<bool>* cancelled);
   std::mutex lock_;
   std::list<Entry> entries_;  // most recently used first
+  std::map<std::string, Document> documents_;
   // Status of the system headers the reuse checks have seen (SystemStatCache
   // in Preamble.cpp); emptied whenever a preamble is built.
   std::mutex statLock_;

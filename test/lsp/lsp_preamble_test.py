@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """The language server's preamble: a document's own includes are
-precompiled once and reused while edits leave them alone, and an analysis
-with the preamble finds exactly what one without it finds.
+precompiled once and reused while edits leave them alone; while the user
+types inside one top-level declaration, the declarations above it are
+precompiled too (a declaration preamble); and an analysis with either
+finds exactly what one without a preamble finds.
 
 A CMake-style project (src/train.cpp including include/model.h, which
 includes include/layers.h; the compile commands in build/) is edited step
@@ -11,7 +13,13 @@ the same "Migrate this file to Fabric" edits, and `--log=info` says what
 the preamble did:
 
   open                              built
-  edits in the body                 reused (and the new findings appear)
+  an edit at the end of main        reused
+  typing on there                   built above main, then reused
+  an edit in train (above main)     the include lines' reused (the new
+                                    finding appears)
+  typing on in train                built above train
+  typing in a function inside       reused above train, then built above
+    an `#if` block                  it (the open conditional replayed)
   an edit in the include lines      built again
   an unsaved edit of model.h        built again (the header's text is the
     (the editor's buffer)           editor's: train.cpp no longer compiles)
@@ -58,17 +66,23 @@ inline void (*const train_entry)(Net&, torch::optim::SGD&, torch::Tensor) = &tra
 
 TRAIN_CPP = """#include <torch/torch.h>
 #include "model.h"
+static int seed() { return 7; }
 void train(Net& net, torch::optim::SGD& optimizer, torch::Tensor x) {
   optimizer.zero_grad();
   auto loss = net->forward(to_gpu(x)).sum();
   backward_and_step(loss, optimizer);
 }
+#if 1
+static int epochs() { return 2; }
+static double learning_rate() { return 0.1; }
+#endif
 int main() {
+  torch::manual_seed(seed());
   torch::Device device(torch::kCUDA);
   Net net;
   net->to(device);
-  torch::optim::SGD optimizer(net->parameters(), torch::optim::SGDOptions(0.1));
-  for (int epoch = 0; epoch < 2; ++epoch) {
+  torch::optim::SGD optimizer(net->parameters(), torch::optim::SGDOptions(learning_rate()));
+  for (int epoch = 0; epoch < epochs(); ++epoch) {
     train(net, optimizer, torch::randn({8, 4}).to(device));
   }
 }
@@ -159,6 +173,11 @@ def codes(diagnostics):
     return sorted(d.get("code") for d in diagnostics)
 
 
+def above(text, declaration):
+    """The note of a declaration preamble that ends where `declaration` starts."""
+    return f"preamble above line {text[:text.index(declaration)].count(chr(10)) + 1}"
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--fabricize", required=True)
@@ -191,10 +210,25 @@ def main():
             check("fabric-thread-fabric" not in codes(opened),
                   f"the Fabric is threaded into train, whose address model.h takes: {codes(opened)}")
             editor.step("edit in the body (a comment)", train, TRAIN_CPP + "// a comment\n", "preamble reused")
+            # Typing on at the end: the declarations above main are precompiled.
+            main_line = above(TRAIN_CPP, "int main")
+            editor.step("typing on there", train, TRAIN_CPP + "// a comment.\n", main_line + " built")
+            editor.step("typing on there again", train, TRAIN_CPP + "// a comment..\n", main_line + " reused")
+            # Above that preamble's end: the include lines' preamble serves.
             typed = TRAIN_CPP.replace("  backward_and_step(loss, optimizer);\n",
                                       "  backward_and_step(loss, optimizer);\n  auto y = x.cuda();\n")
             more = editor.step("edit in the body (a new .cuda())", train, typed, "preamble reused")
             check(len(more) == len(opened) + 1, f"the new .cuda() was not reported: {codes(opened)} -> {codes(more)}")
+            typed = typed.replace("auto y = x.cuda();", "auto y = x.cuda(); // y")
+            editor.step("typing on in train", train, typed, above(typed, "void train") + " built")
+            # Inside an #if block: reused above train, then built above
+            # learning_rate, with the block's #if still open at its end.
+            for i, rate in enumerate(("0.2", "0.25", "0.255")):
+                typed = re.sub(r"return 0\.\d+;", f"return {rate};", typed)
+                note = above(typed, "void train") + " reused" if i == 0 else \
+                    above(typed, "static double learning_rate") + (" built" if i == 1 else " reused")
+                inside = editor.step(f"typing in an #if block ({rate})", train, typed, note)
+                check(codes(inside) == codes(more), f"findings while typing in the #if block: {codes(inside)}")
             with_define = "#define EPOCHS 2\n" + typed
             editor.step("edit in the include lines", train, with_define, "preamble built")
             editor.step("edit in the body again", train, with_define + "// again\n", "preamble reused")
@@ -205,9 +239,12 @@ def main():
                                  "preamble built")
             check("parse-error" in codes(broken), f"the unsaved header was not used: {codes(broken)}")
             editor.send(model, MODEL_H)
-            restored = editor.step("model.h's buffer restored", train, with_define + "// 2\n", "preamble built")
+            # Typed at the end three times: a declaration preamble, refused
+            # while train.cpp did not compile, is built once the header is back.
+            main_line = above(with_define, "int main")
+            restored = editor.step("model.h's buffer restored", train, with_define + "// 2\n", main_line + " built")
             check(codes(restored) == codes(more), f"findings after the header came back: {codes(restored)}")
-            editor.step("edit in the body after that", train, with_define + "// 3\n", "preamble reused")
+            editor.step("edit in the body after that", train, with_define + "// 3\n", main_line + " reused")
 
             # A header that does not compile: no preamble, the parse error shown.
             editor.send(model, MODEL_H + "struct Broken {\n")
@@ -219,7 +256,8 @@ def main():
         finally:
             for _, client in editor.servers():
                 stop(client)
-    print("lsp preamble: reused across body edits, rebuilt when the includes or an open header change; "
+    print("lsp preamble: reused across body edits, rebuilt when the includes or an open header change, "
+          "extended over the declarations above the one being typed in; "
           "the same diagnostics and migration as without it")
 
 
