@@ -426,6 +426,7 @@ EngineResult runRules(const std::vector<Rule>& catalogue,
     if (one.preamble != PreambleUse::None) {
       total.preamble = one.preamble;
       total.preambleDeclarationsAboveLine = one.preambleDeclarationsAboveLine;
+      total.preambleRefusedAboveLine = one.preambleRefusedAboveLine;
       total.preambleMs = one.preambleMs;
     }
     total.failedSources.insert(total.failedSources.end(), one.failedSources.begin(), one.failedSources.end());
@@ -556,6 +557,7 @@ SourceResult runOne(const std::vector<Rule>& catalogue, const tooling::Compilati
       if (tool.run(&factory) != 0) failed = true;  // e.g. a compile command that cannot run
       perSource.preamble = factory.preambleReport.use;
       perSource.preambleDeclarationsAboveLine = factory.preambleReport.declarationsAboveLine;
+      perSource.preambleRefusedAboveLine = factory.preambleReport.refusedAboveLine;
       perSource.preambleMs = factory.preambleMs;
       if (options.cancelled && options.cancelled->load()) {
         SourceResult stopped;
@@ -575,6 +577,7 @@ SourceResult runOne(const std::vector<Rule>& catalogue, const tooling::Compilati
       broken.result.failedSources.push_back(source);
       broken.result.preamble = perSource.preamble;
       broken.result.preambleDeclarationsAboveLine = perSource.preambleDeclarationsAboveLine;
+      broken.result.preambleRefusedAboveLine = perSource.preambleRefusedAboveLine;
       broken.result.preambleMs = perSource.preambleMs;
       return broken;
     }

@@ -87,6 +87,7 @@ struct EngineResult {
   bool cancelled = false;                   // stopped by EngineOptions::cancelled: nothing else is complete
   PreambleUse preamble = PreambleUse::None;  // of the last source parsed with EngineOptions::preambles
   unsigned preambleDeclarationsAboveLine = 0;  // its reach (PreambleReport); 0: the include lines only
+  unsigned preambleRefusedAboveLine = 0;       // PreambleReport::refusedAboveLine
   double preambleMs = 0;                     // its time: checked and reused, or built
 };
 

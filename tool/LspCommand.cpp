@@ -71,7 +71,11 @@ class CatalogueAnalyser {
                               ? "above line " + std::to_string(result.preambleDeclarationsAboveLine) + " "
                               : "") +
                          (result.preamble == PreambleUse::Reused ? "reused in " : "built in ") +
-                         std::to_string(static_cast<long>(result.preambleMs + 0.5)) + " ms";
+                         std::to_string(static_cast<long>(result.preambleMs + 0.5)) + " ms" +
+                         (result.preambleRefusedAboveLine
+                              ? "; the declarations above line " + std::to_string(result.preambleRefusedAboveLine) +
+                                    " do not compile on their own"
+                              : "");
     if (result.cancelled) {
       doc.cancelled = true;
       return;

@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 
 namespace fabricize {
 
@@ -137,6 +138,7 @@ std::shared_ptr<const PrecompiledPreamble> PreambleCache::get(const CompilerInvo
   unsigned boundary = 0;  // where a declaration preamble would end; 0: none
   bool settled = false;   // the previous analysis wanted the same: the user types there
   std::string prefixHash;
+  std::optional<Entry> reusable;  // the longest preamble this text can reuse
   {
     SystemStatCache stats(fs, systemDirsOf(invocation), statLock_, systemStats_);
     std::lock_guard<std::mutex> hold(lock_);
@@ -166,6 +168,7 @@ std::shared_ptr<const PrecompiledPreamble> PreambleCache::get(const CompilerInvo
         continue;
       if (!best || bounds.Size > best->preamble->getBounds().Size) best = &entry;
     }
+    if (best) reusable = *best;
     bool wantsNew = settled && (!best || !best->declarations || best->preamble->getBounds().Size != boundary);
     if (best && !wantsNew) {
       for (auto it = entries_.begin(); it != entries_.end(); ++it)
@@ -186,24 +189,24 @@ std::shared_ptr<const PrecompiledPreamble> PreambleCache::get(const CompilerInvo
       if (report) *report = {PreambleUse::Built, lineOf(boundary)};
       return preamble;
     }
-    // Above the boundary a conditional left open, a declaration that the
-    // boundary splits: not a whole file on its own. The include lines' then.
+    // The part above the boundary does not compile on its own (a header open
+    // in the editor broke it; an attribute the boundary cut from its
+    // declaration): the preamble this text could reuse serves, and this
+    // text is not tried again.
     std::vector<std::string>& refused = documents_[mainFile].refused;
     refused.push_back(prefixHash);
     if (refused.size() > 16) refused.erase(refused.begin());
-    SystemStatCache stats(fs, systemDirsOf(invocation), statLock_, systemStats_);
-    for (auto it = entries_.begin(); it != entries_.end(); ++it)
-      if (it->mainFile == mainFile && it->key == key && !it->declarations &&
-          it->preamble->CanReuse(invocation, buffer->getMemBufferRef(), includeLines, stats)) {
-        entries_.splice(entries_.begin(), entries_, it);
-        return reused(entries_.front());
-      }
+    if (report) report->refusedAboveLine = lineOf(boundary);
+    if (reusable) return reused(*reusable);
   }
 
   auto preamble = build(invocation, *buffer, includeLines, fs, cancelled);
   std::lock_guard<std::mutex> hold(lock_);
   if (!preamble || (cancelled && cancelled->load())) return nullptr;
-  if (report) *report = {PreambleUse::Built, 0};
+  if (report) {
+    report->use = PreambleUse::Built;
+    report->declarationsAboveLine = 0;
+  }
   entries_.remove_if([&](const Entry& e) { return e.mainFile == mainFile && !e.declarations; });
   entries_.push_front({mainFile, key, false, preamble});
   if (entries_.size() > 2 * kMaxPreambles) entries_.pop_back();

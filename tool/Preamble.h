@@ -43,6 +43,9 @@ struct PreambleReport {
   // 0: the include lines only; else the declarations above this 1-based
   // line of the main file are precompiled too.
   unsigned declarationsAboveLine = 0;
+  // Not 0: a declaration preamble above this line was tried and refused
+  // (that part of the file does not compile on its own).
+  unsigned refusedAboveLine = 0;
 };
 
 // A top-level declaration of the main file: its first byte and the first

@@ -20,6 +20,9 @@ the preamble did:
   typing on in train                built above train
   typing in a function inside       reused above train, then built above
     an `#if` block                  it (the open conditional replayed)
+  typing in a function after an     the include lines' reused; the preamble
+    attribute                       above it (which cuts the attribute from
+                                    its function) refused once, said so
   an edit in the include lines      built again
   an unsaved edit of model.h        built again (the header's text is the
     (the editor's buffer)           editor's: train.cpp no longer compiles)
@@ -72,6 +75,7 @@ void train(Net& net, torch::optim::SGD& optimizer, torch::Tensor x) {
   auto loss = net->forward(to_gpu(x)).sum();
   backward_and_step(loss, optimizer);
 }
+[[maybe_unused]] static int unused_helper() { return 1; }
 #if 1
 static int epochs() { return 2; }
 static double learning_rate() { return 0.1; }
@@ -101,7 +105,7 @@ def published_note(client, uri, version):
             found = pattern.search(line)
             if found:
                 # "preamble reused in 3 ms": what, then how long it took.
-                note = re.sub(r" in \d+ ms$", "", found.group(2) or "")
+                note = re.sub(r" in \d+ ms", "", found.group(2) or "")
                 return note, int(found.group(1))
         time.sleep(0.05)
     raise Failure(f"no 'published' log line for {uri} version {version}; stderr:\n" + "".join(client.stderr[-20:]))
@@ -229,14 +233,26 @@ def main():
                     above(typed, "static double learning_rate") + (" built" if i == 1 else " reused")
                 inside = editor.step(f"typing in an #if block ({rate})", train, typed, note)
                 check(codes(inside) == codes(more), f"findings while typing in the #if block: {codes(inside)}")
+            # An attribute before the declaration typed in: a preamble that
+            # ends where the declaration starts cuts the two apart, does not
+            # compile, and is refused once; the include lines' serves.
+            refused = "; the declarations above line " + str(typed[:typed.index("static int unused")].count("\n") + 1) + \
+                " do not compile on their own"
+            for i, note in enumerate(("preamble reused", "preamble reused" + refused, "preamble reused")):
+                typed = re.sub(r"return 1[0-9]*;", "return 1" + "0" * (i + 1) + ";", typed)
+                attributed = editor.step(f"typing after an attribute ({i})", train, typed, note)
+                check(codes(attributed) == codes(more), f"findings while typing after an attribute: {codes(attributed)}")
             with_define = "#define EPOCHS 2\n" + typed
             editor.step("edit in the include lines", train, with_define, "preamble built")
             editor.step("edit in the body again", train, with_define + "// again\n", "preamble reused")
 
-            # The header as the editor holds it, unsaved: to_gpu is gone.
+            # The header as the editor holds it, unsaved: to_gpu is gone, and
+            # train (above main, where the user types on) no longer compiles:
+            # the declaration preamble is refused, the include lines' rebuilt.
             editor.send(model, MODEL_H.replace("inline torch::Tensor to_gpu", "inline torch::Tensor renamed_to_gpu"))
             broken = editor.step("model.h edited in the editor (unsaved)", train, with_define + "// 1\n",
-                                 "preamble built")
+                                 "preamble built; the declarations " + above(with_define, "int main")[9:] +
+                                 " do not compile on their own")
             check("parse-error" in codes(broken), f"the unsaved header was not used: {codes(broken)}")
             editor.send(model, MODEL_H)
             # Typed at the end three times: a declaration preamble, refused
