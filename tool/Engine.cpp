@@ -81,6 +81,9 @@ class RuleCallback : public MatchFinder::MatchCallback {
                std::vector<PendingMatch>& pending)
       : rule_(rule), index_(index), options_(options), out_(out), pending_(pending) {}
 
+  // The rule's id, where MatchFinder's profiling names a callback.
+  llvm::StringRef getID() const override { return rule_.id; }
+
   void run(const MatchFinder::MatchResult& result) override {
     const SourceManager& sm = *result.SourceManager;
     const auto& rule = rule_.rule;
