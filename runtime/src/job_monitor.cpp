@@ -621,12 +621,13 @@ void JobMonitor::stop_because_of_other_rank(c10d::Store& store) {
   const std::string who = value.substr(0, newline);
   const std::string reason = newline == std::string::npos ? "stopped" : value.substr(newline + 1);
   // This process ends the job now: its children's exits are not failures
-  // to report any more.
-  stop_reporting_child_exits();
+  // to report any more. Its line goes out first: once the others know it
+  // read why (the ack), rank 0 may stop this process at any moment, and a
+  // stop message from rank 0 is not reported by a process that is ending.
+  stop_reporting_child_exits("fabric: rank " + std::to_string(config_.rank) + ": stopping because rank " +
+                             who + " " + reason);
   if (config_.rank == 0) store.set(kRankZeroStopping, string_to_bytes("1"));
   store.add(kAcks, 1);
-  write_stderr_line("fabric: rank " + std::to_string(config_.rank) + ": stopping because rank " +
-                    who + " " + reason);
   // Rank 0 (which may supervise this process) learns it first, so that it
   // does not report this exit as a failure of its own.
   try {

@@ -183,9 +183,13 @@ class LaunchState {
     return changed_.wait_for(lock, patience, [this] { return failure_; });
   }
 
-  void stop_reporting_child_exits() {
+  void stop_reporting_child_exits(const std::string& line = std::string()) {
     {
       std::lock_guard<std::mutex> lock(mutex_);
+      if (!line.empty() && !said_why_) {
+        said_why_ = true;
+        write_stderr_line(line);
+      }
       deliberate_stop_ = true;
       ending_ = true;
     }
@@ -407,6 +411,7 @@ class LaunchState {
       if (finished_) return;  // this rank is done; rank 0 may exit as it likes
       failure_ = true;
       ending = ending_;
+      if (!ending) said_why_ = true;  // below; the job monitor says nothing more
     }
     changed_.notify_all();
     // This rank already said why the job ends (abort_job follows): no
@@ -432,6 +437,7 @@ class LaunchState {
   bool deliberate_stop_ = false; // rank 0 stops the children itself
   bool finished_ = false;        // ~Fabric ran
   bool ending_ = false;          // this process is ending the job itself (abort)
+  bool said_why_ = false;        // this rank's one line on why it stops is out (or on its way)
   bool require_join_ = true;     // a clean exit before joining is a failure
   int channel_ = -1;             // child: its end of the channel
   int rank_ = 0;                 // child: its global rank, for messages
@@ -514,6 +520,9 @@ void wait_for_exit_in_progress() {
 void finish_launch(bool unwinding) { LaunchState::instance().finish(unwinding); }
 
 void stop_reporting_child_exits() { LaunchState::instance().stop_reporting_child_exits(); }
+void stop_reporting_child_exits(const std::string& line) {
+  LaunchState::instance().stop_reporting_child_exits(line);
+}
 
 void abort_job(const std::string& reason, int exit_code) {
   LaunchState::instance().abort(reason, exit_code);
