@@ -426,12 +426,7 @@ EngineResult runRules(const std::vector<Rule>& catalogue,
   for (size_t i = 0; i < sources.size(); ++i) {
     wholeProgram = wholeProgram || perSource[i].definesMain;
     EngineResult& one = perSource[i].result;
-    if (one.preamble != PreambleUse::None) {
-      total.preamble = one.preamble;
-      total.preambleDeclarationsAboveLine = one.preambleDeclarationsAboveLine;
-      total.preambleRefusedAboveLine = one.preambleRefusedAboveLine;
-      total.preambleMs = one.preambleMs;
-    }
+    if (one.preamble.use != PreambleUse::None) total.preamble = one.preamble;
     total.failedSources.insert(total.failedSources.end(), one.failedSources.begin(), one.failedSources.end());
     if (!one.failedSources.empty()) continue;
     total.projectFiles.insert(one.projectFiles.begin(), one.projectFiles.end());
@@ -516,7 +511,6 @@ SourceResult runOne(const std::vector<Rule>& catalogue, const tooling::Compilati
         PreambleCache* preambles = nullptr;  // with the LibTorch PCH only: the preamble is chained on it
         std::string otherBuffers;
         PreambleReport preambleReport;
-        double preambleMs = 0;  // finding (and checking) or building it
         Factory(MatchFinder& f, bool& x, const std::string& r, std::set<std::string>& files, bool& main,
                 const std::atomic<bool>* c)
             : finder(f), failed(x), root(r), read(files), definesMain(main), cancelled(c) {}
@@ -535,7 +529,8 @@ SourceResult runOne(const std::vector<Rule>& catalogue, const tooling::Compilati
               auto started = std::chrono::steady_clock::now();
               preamble = preambles->get(*invocation, (*text)->getBuffer(), files->getVirtualFileSystemPtr(),
                                         otherBuffers, cancelled, &preambleReport);
-              preambleMs = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
+              preambleReport.ms =
+                  std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
               if (preamble) {
                 auto fs = files->getVirtualFileSystemPtr();
                 // The compiler instance owns the main buffer it is given.
@@ -558,10 +553,7 @@ SourceResult runOne(const std::vector<Rule>& catalogue, const tooling::Compilati
           }
       }
       if (tool.run(&factory) != 0) failed = true;  // e.g. a compile command that cannot run
-      perSource.preamble = factory.preambleReport.use;
-      perSource.preambleDeclarationsAboveLine = factory.preambleReport.declarationsAboveLine;
-      perSource.preambleRefusedAboveLine = factory.preambleReport.refusedAboveLine;
-      perSource.preambleMs = factory.preambleMs;
+      perSource.preamble = factory.preambleReport;
       if (options.cancelled && options.cancelled->load()) {
         SourceResult stopped;
         stopped.result.cancelled = true;
@@ -579,9 +571,6 @@ SourceResult runOne(const std::vector<Rule>& catalogue, const tooling::Compilati
       SourceResult broken;
       broken.result.failedSources.push_back(source);
       broken.result.preamble = perSource.preamble;
-      broken.result.preambleDeclarationsAboveLine = perSource.preambleDeclarationsAboveLine;
-      broken.result.preambleRefusedAboveLine = perSource.preambleRefusedAboveLine;
-      broken.result.preambleMs = perSource.preambleMs;
       return broken;
     }
     return {std::move(perSource), std::move(pending), definesMain};

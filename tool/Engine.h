@@ -85,10 +85,7 @@ struct EngineResult {
   std::vector<std::string> failedSources;   // did not parse: nothing may be written
   std::set<std::string> projectFiles;       // every file under the root a TU read (sources, headers)
   bool cancelled = false;                   // stopped by EngineOptions::cancelled: nothing else is complete
-  PreambleUse preamble = PreambleUse::None;  // of the last source parsed with EngineOptions::preambles
-  unsigned preambleDeclarationsAboveLine = 0;  // its reach (PreambleReport); 0: the include lines only
-  unsigned preambleRefusedAboveLine = 0;       // PreambleReport::refusedAboveLine
-  double preambleMs = 0;                     // its time: checked and reused, or built
+  PreambleReport preamble;  // of the last source parsed with EngineOptions::preambles
 };
 
 EngineResult runRules(const std::vector<Rule>& catalogue,

@@ -39,6 +39,19 @@ namespace fabricize {
 
 namespace {
 
+// For --log=info: "preamble reused in 3 ms", "preamble above line 52 built
+// in 410 ms", "...; the declarations above line 10 do not compile on their own".
+std::string describe(const PreambleReport& preamble) {
+  std::string note = "preamble ";
+  if (preamble.declarationsAboveLine) note += "above line " + std::to_string(preamble.declarationsAboveLine) + " ";
+  note += preamble.use == PreambleUse::Reused ? "reused in " : "built in ";
+  note += std::to_string(static_cast<long>(preamble.ms + 0.5)) + " ms";
+  if (preamble.refusedAboveLine)
+    note += "; the declarations above line " + std::to_string(preamble.refusedAboveLine) +
+            " do not compile on their own";
+  return note;
+}
+
 // The migrate catalogue run on a document's in-memory text.
 class CatalogueAnalyser {
  public:
@@ -64,18 +77,7 @@ class CatalogueAnalyser {
     options.preambles = preambles_.get();
     options.retryWithoutPch = false;  // "does not compile" needs no second parse to confirm
     EngineResult result = runRules(catalogue_, *database, {path}, options);
-    // "preamble reused in 3 ms", "preamble above line 52 built in 410 ms"
-    if (result.preamble != PreambleUse::None)
-      doc.analysisNote = std::string("preamble ") +
-                         (result.preambleDeclarationsAboveLine
-                              ? "above line " + std::to_string(result.preambleDeclarationsAboveLine) + " "
-                              : "") +
-                         (result.preamble == PreambleUse::Reused ? "reused in " : "built in ") +
-                         std::to_string(static_cast<long>(result.preambleMs + 0.5)) + " ms" +
-                         (result.preambleRefusedAboveLine
-                              ? "; the declarations above line " + std::to_string(result.preambleRefusedAboveLine) +
-                                    " do not compile on their own"
-                              : "");
+    if (result.preamble.use != PreambleUse::None) doc.analysisNote = describe(result.preamble);
     if (result.cancelled) {
       doc.cancelled = true;
       return;

@@ -246,33 +246,39 @@ std::shared_ptr<const PrecompiledPreamble> PreambleCache::build(const CompilerIn
 
 void PreambleCache::noteDeclarations(const std::string& mainFile, std::string text,
                                      std::vector<DeclarationSpan> declarations) {
+  // Where a preamble may end: the starts of declarations that are not
+  // inside another (`typedef struct {...} Name;` holds a struct's
+  // declaration that starts after the typedef's), in order.
+  std::sort(declarations.begin(), declarations.end(),
+            [](const DeclarationSpan& a, const DeclarationSpan& b) { return a.begin < b.begin; });
+  std::vector<unsigned> boundaries;
+  bool any = false;
+  unsigned reach = 0;  // the furthest last token of the declarations that start before
+  for (size_t i = 0; i < declarations.size();) {
+    unsigned begin = declarations[i].begin;
+    if (!any || begin > reach) boundaries.push_back(begin);
+    // Declarations that start together (`int a, b;`, one macro's) end no
+    // preamble inside each other.
+    for (; i < declarations.size() && declarations[i].begin == begin; ++i)
+      reach = std::max(reach, declarations[i].lastToken);
+    any = true;
+  }
   std::lock_guard<std::mutex> hold(lock_);
   Document& document = documents_[mainFile];
   document.text = std::move(text);
-  document.declarations = std::move(declarations);
+  document.boundaries = std::move(boundaries);
 }
 
 unsigned PreambleCache::boundaryFor(const Document& document, llvm::StringRef text, unsigned includeLinesEnd) {
-  size_t same = 0;  // bytes the text shares with the one the declarations are of
+  size_t same = 0;  // bytes the text shares with the one the boundaries are of
   size_t most = std::min(text.size(), document.text.size());
   while (same < most && text[same] == document.text[same]) ++same;
-  unsigned best = 0;
-  bool above = false;  // a declaration starts below the include lines and above `best`
-  for (const DeclarationSpan& d : document.declarations) {
-    if (d.begin < includeLinesEnd || d.begin > same) continue;
-    // Not inside another declaration: `typedef struct {...} Name;` holds a
-    // struct's declaration that starts after the typedef's.
-    bool inside = std::any_of(document.declarations.begin(), document.declarations.end(),
-                              [&](const DeclarationSpan& e) { return e.begin < d.begin && d.begin <= e.lastToken; });
-    if (inside) continue;
-    if (d.begin > best) {
-      above = above || best != 0;
-      best = d.begin;
-    } else if (d.begin < best) {
-      above = true;
-    }
-  }
-  return above ? best : 0;
+  // The last boundary the edits left alone, with a declaration below the
+  // include lines above it (else the include lines' preamble is as good).
+  const std::vector<unsigned>& b = document.boundaries;
+  auto first = std::lower_bound(b.begin(), b.end(), includeLinesEnd);
+  auto last = std::upper_bound(first, b.end(), static_cast<unsigned>(same));
+  return last - first >= 2 ? *std::prev(last) : 0;
 }
 
 std::vector<Decl*> preambleProjectDeclarations(CompilerInstance& ci) {

@@ -46,6 +46,7 @@ struct PreambleReport {
   // Not 0: a declaration preamble above this line was tried and refused
   // (that part of the file does not compile on its own).
   unsigned refusedAboveLine = 0;
+  double ms = 0;  // finding (and checking) or building it
 };
 
 // A top-level declaration of the main file: its first byte and the first
@@ -87,7 +88,7 @@ class PreambleCache {
   // analyses wanted.
   struct Document {
     std::string text;
-    std::vector<DeclarationSpan> declarations;
+    std::vector<unsigned> boundaries;  // where a declaration preamble may end, in order
     unsigned lastBoundary = 0;           // the boundary the previous analysis wanted
     std::vector<std::string> refused;  // MD5s of prefixes whose preamble did not compile
   };

@@ -183,7 +183,7 @@ class LaunchState {
     return changed_.wait_for(lock, patience, [this] { return failure_; });
   }
 
-  void stop_reporting_child_exits(const std::string& line = std::string()) {
+  void stop_reporting_child_exits(const std::string& line) {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       if (!line.empty() && !said_why_) {
@@ -203,7 +203,7 @@ class LaunchState {
   }
 
   [[noreturn]] void abort(const std::string& reason, int exit_code) {
-    stop_reporting_child_exits();
+    stop_reporting_child_exits(std::string());
     bool supervising = false;
     {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -519,7 +519,6 @@ void wait_for_exit_in_progress() {
 
 void finish_launch(bool unwinding) { LaunchState::instance().finish(unwinding); }
 
-void stop_reporting_child_exits() { LaunchState::instance().stop_reporting_child_exits(); }
 void stop_reporting_child_exits(const std::string& line) {
   LaunchState::instance().stop_reporting_child_exits(line);
 }

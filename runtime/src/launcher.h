@@ -71,13 +71,11 @@ void finish_launch(bool unwinding);
 void write_stderr_line(std::string text);
 // This process is ending the job itself (abort_job follows): from now on
 // neither the exit of a child it started nor a stop message from rank 0 is
-// reported again.
-void stop_reporting_child_exits();
-// The same, saying `line` first (this rank's one line on why it stops),
-// unless a stop message from rank 0 already made this process say why: one
-// line either way, and never none (rank 0's message, arriving once this
-// process is ending, is not reported; so the line goes out before that).
-void stop_reporting_child_exits(const std::string& line);
+// reported again. A `line` (this rank's one line on why it stops) is said
+// first, unless a stop message from rank 0 already made this process say
+// why: one line either way, and never none (rank 0's message, arriving once
+// this process is ending, is not reported; so the line goes out before).
+void stop_reporting_child_exits(const std::string& line = std::string());
 // Ends the job from this process: the ranks it started (if any) are told
 // `reason` (they print "stopping because <reason>") and waited for, then
 // this process exits with `exit_code` (stdout flushed if free). Callable
