@@ -42,8 +42,11 @@ cmake --build "$build" -j "$jobs"
 built=$(date +%s)
 echo "sanitize.sh: build took $((built - start)) s"
 # A build that lost the flags would pass everything and check nothing.
+# (ldd's output is read whole first: `ldd | grep -q` under pipefail fails
+# whenever grep exits on the first match before ldd has written the rest.)
 for binary in fabricize fabric_runtime_unit_tests fabric_multiprocess_program; do
-  if ! ldd "$build/bin/$binary" | grep -q libasan; then
+  libraries="$(ldd "$build/bin/$binary")"
+  if ! grep -q libasan <<<"$libraries"; then
     echo "sanitize.sh: $build/bin/$binary is not linked with AddressSanitizer; the sanitizer flags did not apply" >&2
     exit 1
   fi

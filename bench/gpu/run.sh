@@ -70,7 +70,7 @@ echo "mode=$MODE root=$ROOT build=$BUILD_DIR jobs=$JOBS"
 command -v cmake >/dev/null || die "cmake not found"
 command -v ninja >/dev/null || die "ninja not found"
 GENERATOR=(-G Ninja)
-cmake --version | head -1
+cmake --version | sed -n 1p
 if [[ $MODE == gpu ]]; then
   command -v nvidia-smi >/dev/null && nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
   "$PYTHON" - <<'PY' || die "python3 with a CUDA torch is required on the GPU machine"
