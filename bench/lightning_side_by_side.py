@@ -29,10 +29,20 @@ rank, and the ratios against Lightning and against the hand-written Reducer,
 with the issue's targets. The first and last losses of every run must agree
 with Lightning's, the floors' with python-local's (same weights, same data,
 same optimizer: the same computation); a disagreement fails the run.
+
+  bench/side_by_side.sh --profile [--models mlp,lm] [--impls lightning,fabric-ddp,...] [--steps 200]
+
+traces each implementation once under `perf sched record` (every context
+switch, on CLOCK_MONOTONIC) and reports, for the timed steps only, where
+each rank's time goes: its training thread running, waiting for a core, or
+asleep (waiting for the other rank or for Gloo); the CPU time of Gloo's
+threads; the machine's idle time. It tells CPU cost from latency, which the
+phase timings cannot.
 """
 import argparse
 import json
 import os
+import re
 import resource
 import signal
 import statistics
@@ -48,6 +58,9 @@ MODELS = {
 }
 RUN_TIMEOUT_S = 300  # one implementation on one model: seconds, normally
 IMPLEMENTATIONS = ["lightning", "fabric-ddp", "fabric-zero2", "reducer", "python-local", "cxx-local"]
+# Only with --profile --impls: a plain backward, then one all-reduce of all
+# gradients in one flat buffer (no Reducer, no overlap).
+EXTRA_IMPLEMENTATIONS = ["flat-allreduce"]
 FLOOR = {"lightning": "python-local", "python-local": "python-local"}  # the rest: cxx-local
 # Issue 16's targets: C++ Fabric's step against Lightning's, and against the
 # hand-written Reducer loop.
@@ -162,12 +175,14 @@ def worker(args):
     for i in range(1, args.warmup):
         step(i)
     fabric.barrier()
+    window_start = time.monotonic()
     seconds = [[], [], [], []]  # the whole step, then the phases
     for i in range(args.warmup, args.warmup + args.steps):
         loss = step(i)
         seconds[0].append(sum(phase))
         for p in range(3):
             seconds[p + 1].append(phase[p])
+    window_end = time.monotonic()
     last_loss = loss.item()
     slowest_ms = [[1e3 * s for s in fabric.all_gather(torch.tensor(k, dtype=torch.float64)).max(0).values.tolist()]
                   for k in seconds]
@@ -184,7 +199,7 @@ def worker(args):
             "forward_ms": statistics.median(slowest_ms[1]), "backward_ms": statistics.median(slowest_ms[2]),
             "optimizer_ms": statistics.median(slowest_ms[3]),
             "peak_rss_mib": peak, "base_rss_mib": base, "first_loss": first_loss,
-            "last_loss": last_loss}), flush=True)
+            "last_loss": last_loss, "window_start": window_start, "window_end": window_end}), flush=True)
     # Every rank has its figures: leave without the interpreter's teardown,
     # which, with Gloo's threads still running, sometimes aborts ("terminate
     # called without an active exception") or hangs in destroying the group.
@@ -194,13 +209,16 @@ def worker(args):
     os._exit(0)
 
 
-def run_one(args, model, impl):
+def run_one(args, model, impl, trace=None):
     if impl in ("lightning", "python-local"):
         command = [sys.executable, os.path.abspath(__file__), "--worker", "--impl", impl, "--model", model,
                    "--steps", str(args.steps), "--warmup", str(args.warmup), "--devices", "2"]
     else:
         command = [args.cxx, f"--model={model}", f"--impl={impl}", f"--steps={args.steps}",
                    f"--warmup={args.warmup}", "--devices=2"]
+    if trace:
+        # Every context switch, on the clock the workers' windows are read from.
+        command = ["perf", "sched", "record", "-q", "-k", "CLOCK_MONOTONIC", "-o", trace, "--"] + command
     env = dict(os.environ, OMP_NUM_THREADS="1")
     started = time.time()
     # Its own process group: a run that hangs is killed with every rank it started.
@@ -218,11 +236,109 @@ def run_one(args, model, impl):
         sys.exit(f"side by side: {' '.join(command)} exited {process.returncode} without a RESULT line:\n"
                  f"{stdout[-3000:]}{stderr[-3000:]}")
     measured = json.loads(lines[0][len("RESULT "):])
-    print(f"  {model:5} {impl:13} median {measured['median_ms']:9.3f} ms  p90 {measured['p90_ms']:9.3f} ms  "
-          f"(fwd {measured['forward_ms']:.2f} bwd {measured['backward_ms']:.2f} opt {measured['optimizer_ms']:.2f})  "
-          f"peak {measured['peak_rss_mib']:7.1f} MiB  last loss {measured['last_loss']:.6f}  "
-          f"({time.time() - started:.1f} s)", flush=True)
+    if not trace:
+        print(f"  {model:5} {impl:13} median {measured['median_ms']:9.3f} ms  p90 {measured['p90_ms']:9.3f} ms  "
+              f"(fwd {measured['forward_ms']:.2f} bwd {measured['backward_ms']:.2f} opt {measured['optimizer_ms']:.2f})  "
+              f"peak {measured['peak_rss_mib']:7.1f} MiB  last loss {measured['last_loss']:.6f}  "
+              f"({time.time() - started:.1f} s)", flush=True)
     return measured
+
+
+# One line of `perf sched timehist --state`: a thread switched out at `time`
+# in `state`, after being off its core for `wait` ms since its previous
+# switch-out, runnable but not running for `delay` ms after its wakeup, and
+# running for `run` ms.
+TIMEHIST_LINE = re.compile(r"^\s*(\d+\.\d+)\s+\[\d+\]\s+(.+?)\[(\d+)(?:/(\d+))?\]"
+                           r"\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+(\S+)\s*$")
+
+
+def scheduler_profile(trace, measured):
+    """Where each rank's time goes during the timed steps, from the trace of
+    every context switch: per step and rank, the training thread's time
+    running, runnable but waiting for a core, and asleep (waiting for the
+    other rank or for Gloo); the CPU time of Gloo's I/O loop and of the rank's
+    other threads (Gloo's workers, which run the reductions); per step, the
+    CPU time of everything else and the idle time of the machine's cores."""
+    timehist = subprocess.run(["perf", "sched", "timehist", "--state", "-i", trace], capture_output=True, text=True)
+    if timehist.returncode != 0:
+        sys.exit(f"side by side: perf sched timehist failed:\n{timehist.stderr[-2000:]}")
+    start, end = measured["window_start"] * 1e3, measured["window_end"] * 1e3  # ms
+
+    def inside(first, last):  # the part of [first, last] in the timed window
+        return max(0.0, min(last, end) - max(first, start))
+
+    threads = {}
+    for line in timehist.stdout.splitlines():
+        match = TIMEHIST_LINE.match(line)
+        if not match:
+            continue
+        out = float(match[1]) * 1e3
+        wait, delay, run = float(match[5]), float(match[6]), float(match[7])
+        tid = int(match[3])
+        thread = threads.setdefault(tid, dict(name=match[2], pid=int(match[4] or tid), run=0.0, delay=0.0,
+                                              sleep=0.0, switches=0, state="S"))
+        ran_from = out - run
+        thread["run"] += inside(ran_from, out)
+        # Off the core since the previous switch-out: preempted (it was still
+        # runnable: waiting for a core, like the delay after a wakeup) or asleep.
+        off = inside(ran_from - delay - wait, ran_from - delay)
+        thread["delay" if thread["state"].startswith("R") else "sleep"] += off
+        thread["delay"] += inside(ran_from - delay, ran_from)
+        thread["state"] = match[8]
+        thread["switches"] += start <= out <= end
+    # The ranks: the processes with Gloo's I/O threads.
+    ranks = {t["pid"] for t in threads.values() if t["name"].startswith("pt_gloo")}
+    if len(ranks) != 2:
+        sys.exit(f"side by side: expected the trace to show 2 ranks with Gloo threads, found {len(ranks)}")
+    steps, per_rank_step = measured["steps"], measured["steps"] * len(ranks)
+    profile = dict(training_run=0.0, training_delay=0.0, training_sleep=0.0, gloo_loop=0.0, rank_other=0.0,
+                   outside=0.0, switches=0.0)
+    for tid, thread in threads.items():
+        if thread["pid"] not in ranks:
+            profile["outside"] += thread["run"] / steps
+        elif tid == thread["pid"]:
+            profile["training_run"] += thread["run"] / per_rank_step
+            profile["training_delay"] += thread["delay"] / per_rank_step
+            profile["training_sleep"] += thread["sleep"] / per_rank_step
+        elif thread["name"].startswith("pt_gloo"):
+            profile["gloo_loop"] += thread["run"] / per_rank_step
+        else:
+            profile["rank_other"] += thread["run"] / per_rank_step
+        if thread["pid"] in ranks:
+            profile["switches"] += thread["switches"] / per_rank_step
+    busy = sum(t["run"] for t in threads.values() if "idle" not in t["name"])
+    profile["idle"] = max(0.0, os.cpu_count() * (end - start) - busy) / steps
+    profile["window_step"] = (end - start) / steps
+    return profile
+
+
+def profile_main(args, models):
+    """--profile: each implementation once per model under `perf sched record`."""
+    import shutil
+    import tempfile
+    if not shutil.which("perf"):
+        sys.exit("side by side: --profile needs perf (Debian package linux-perf)")
+    impls = args.impls.split(",")
+    unknown = [i for i in impls if i not in IMPLEMENTATIONS + EXTRA_IMPLEMENTATIONS]
+    if unknown:
+        sys.exit(f"side by side: unknown implementations {unknown}; "
+                 f"choose from {IMPLEMENTATIONS + EXTRA_IMPLEMENTATIONS}")
+    print(f"ms per step of the timed window; 'per rank' columns are averaged over the 2 ranks; "
+          f"idle: of the machine's {os.cpu_count()} cores")
+    print(f"{'':22}{'':>6} {'training thread, per rank':^26} {'other threads, per rank':^24} "
+          f"{'':>8} {'per step':^17}")
+    print(f"{'model':6} {'implementation':15} {'step':>6} {'running':>8} {'wait core':>9} {'asleep':>7} "
+          f"{'gloo loop':>10} {'others':>6} {'switches':>8} {'processes':>10} {'idle':>6}")
+    with tempfile.TemporaryDirectory() as directory:
+        for model in models:
+            for impl in impls:
+                trace = os.path.join(directory, f"{model}-{impl}.data")
+                measured = run_one(args, model, impl, trace)
+                p = scheduler_profile(trace, measured)
+                print(f"{model:6} {impl:15} {p['window_step']:6.2f} {p['training_run']:8.2f} "
+                      f"{p['training_delay']:9.2f} {p['training_sleep']:7.2f} {p['gloo_loop']:10.2f} "
+                      f"{p['rank_other']:6.2f} {p['switches']:8.1f} {p['outside']:10.2f} {p['idle']:6.2f}",
+                      flush=True)
 
 
 def same_computation(reference, other, keys=("first_loss", "last_loss")):
@@ -237,6 +353,12 @@ def main():
     parser.add_argument("--models", default="mlp,lm,wide")
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--profile", action="store_true",
+                        help="instead of timing rounds, trace each implementation once under perf sched "
+                             "and say where each rank's time goes during the timed steps")
+    parser.add_argument("--impls", default=",".join(IMPLEMENTATIONS),
+                        help="with --profile: the implementations to trace (also: "
+                             + ", ".join(EXTRA_IMPLEMENTATIONS) + ")")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--model", help=argparse.SUPPRESS)
     parser.add_argument("--impl", default="lightning", help=argparse.SUPPRESS)
@@ -253,6 +375,9 @@ def main():
         sys.exit(f"side by side: unknown models {unknown}; choose from {sorted(MODELS)}")
     if args.warmup < 1 or args.steps < 2:
         sys.exit("side by side: --warmup must be at least 1 and --steps at least 2")
+    if args.profile:
+        profile_main(args, models)
+        return
 
     runs = {(m, i): [] for m in models for i in IMPLEMENTATIONS}
     for round_index in range(args.rounds):

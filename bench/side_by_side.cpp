@@ -1,7 +1,8 @@
 // The C++ side of bench/lightning_side_by_side.py: one model trained for a
 // few steps by one implementation, 2 CPU ranks on Gloo:
 //
-//   fabric_bench_side_by_side --model=mlp|lm|wide --impl=fabric-ddp|fabric-zero2|reducer|cxx-local
+//   fabric_bench_side_by_side --model=mlp|lm|wide
+//                             --impl=fabric-ddp|fabric-zero2|reducer|cxx-local|flat-allreduce
 //                             [--devices=2] [--steps=30] [--warmup=5]
 //
 //   fabric-ddp    fabric.setup, fabric.backward, fabric.step (as fabricize emits)
@@ -9,6 +10,9 @@
 //   reducer       the hand-written c10d::Reducer loop (bench/hand_reducer.h)
 //   cxx-local     each rank trains alone (plain backward and step): the
 //                 compute floor, without gradient synchronization
+//   flat-allreduce  a plain backward, then one all-reduce of every gradient
+//                 flattened into one buffer: synchronization without the
+//                 Reducer and without overlap, for comparison
 //
 // The models, their initial weights, the data and the optimizer are those of
 // lightning_side_by_side.py's Python worker, value for value: parameters
@@ -137,8 +141,10 @@ int main(int argc, char** argv) {
   const int devices = std::stoi(argument_value(argc, argv, "devices", "2"));
   const int steps = std::stoi(argument_value(argc, argv, "steps", "30"));
   const int warmup = std::stoi(argument_value(argc, argv, "warmup", "5"));
-  if (impl != "fabric-ddp" && impl != "fabric-zero2" && impl != "reducer" && impl != "cxx-local") {
-    std::fprintf(stderr, "--impl must be fabric-ddp, fabric-zero2, reducer or cxx-local, not '%s'\n",
+  if (impl != "fabric-ddp" && impl != "fabric-zero2" && impl != "reducer" && impl != "cxx-local" &&
+      impl != "flat-allreduce") {
+    std::fprintf(stderr,
+                 "--impl must be fabric-ddp, fabric-zero2, reducer, cxx-local or flat-allreduce, not '%s'\n",
                  impl.c_str());
     return 2;
   }
@@ -181,9 +187,23 @@ int main(int argc, char** argv) {
   torch::optim::SGD optimizer(module->parameters(), spec.lr);
   std::unique_ptr<fabric_bench::HandReducer> reducer;
   const bool local = impl == "cxx-local";
+  fabric::detail::c10d_compat::ProcessGroupPtr flat_group;
+  if (impl == "flat-allreduce") flat_group = fabric_bench::own_group(fabric);
+  const auto flat_all_reduce = [&] {
+    std::vector<torch::Tensor> gradients;
+    for (const auto& parameter : module->parameters()) gradients.push_back(parameter.grad().view(-1));
+    std::vector<torch::Tensor> flat{torch::cat(gradients)};
+    flat_group->allreduce(flat)->wait();
+    flat[0].div_(fabric.world_size());
+    int64_t offset = 0;
+    for (auto& gradient : gradients) {
+      gradient.copy_(flat[0].narrow(0, offset, gradient.numel()));
+      offset += gradient.numel();
+    }
+  };
   if (impl == "reducer") {
     reducer = std::make_unique<fabric_bench::HandReducer>(fabric, module->parameters());
-  } else if (!local) {
+  } else if (!local && !flat_group) {
     fabric.setup(module, optimizer);
   }
   // A step in three timed phases: forward (with zero_grad and the loss),
@@ -207,11 +227,14 @@ int main(int argc, char** argv) {
       loss.backward();
     } else if (local) {
       loss.backward();
+    } else if (flat_group) {
+      loss.backward();
+      flat_all_reduce();
     } else {
       fabric.backward(loss);
     }
     lap(1);
-    if (reducer || local) {
+    if (reducer || local || flat_group) {
       optimizer.step();
     } else {
       fabric.step(optimizer);
@@ -223,6 +246,13 @@ int main(int argc, char** argv) {
   double first_loss = step(0).item<double>();
   for (int i = 1; i < warmup; ++i) step(i);
   fabric.barrier("timed steps");
+  // The timed steps' window on CLOCK_MONOTONIC (steady_clock here), for
+  // lightning_side_by_side.py --profile, which reads the scheduler's trace
+  // of exactly these steps.
+  const auto monotonic_seconds = [] {
+    return std::chrono::duration<double>(Clock::now().time_since_epoch()).count();
+  };
+  const double window_start = monotonic_seconds();
   std::array<std::vector<double>, 4> seconds;  // the whole step, then the phases
   double last_loss = 0;
   for (int i = warmup; i < warmup + steps; ++i) {
@@ -231,6 +261,7 @@ int main(int argc, char** argv) {
     for (size_t p = 0; p < 3; ++p) seconds[p + 1].push_back(phase[p]);
     if (i == warmup + steps - 1) last_loss = loss.item<double>();
   }
+  const double window_end = monotonic_seconds();
 
   // Per step, the slowest rank's time: the step ends when every rank's does.
   std::array<std::vector<double>, 4> slowest_ms;
@@ -249,10 +280,11 @@ int main(int argc, char** argv) {
       "RESULT {\"impl\": \"%s\", \"model\": \"%s\", \"torch\": \"%s\", \"ranks\": %d, "
       "\"threads\": %d, \"parameters\": %lld, \"steps\": %d, \"median_ms\": %.4f, "
       "\"p90_ms\": %.4f, \"forward_ms\": %.4f, \"backward_ms\": %.4f, \"optimizer_ms\": %.4f, "
-      "\"peak_rss_mib\": %.1f, \"base_rss_mib\": %.1f, \"first_loss\": %.8g, \"last_loss\": %.8g}\n",
+      "\"peak_rss_mib\": %.1f, \"base_rss_mib\": %.1f, \"first_loss\": %.8g, \"last_loss\": %.8g, "
+      "\"window_start\": %.6f, \"window_end\": %.6f}\n",
       impl.c_str(), model_name.c_str(), TORCH_VERSION, fabric.world_size(), torch::get_num_threads(),
       static_cast<long long>(parameter_count), steps, quantile(slowest_ms[0], 0.5),
       quantile(slowest_ms[0], 0.9), quantile(slowest_ms[1], 0.5), quantile(slowest_ms[2], 0.5),
-      quantile(slowest_ms[3], 0.5), peak_mib, largest_base_mib, first_loss, last_loss);
+      quantile(slowest_ms[3], 0.5), peak_mib, largest_base_mib, first_loss, last_loss, window_start, window_end);
   return 0;
 }

@@ -6,6 +6,7 @@
 # torch's Python. Arguments go to lightning_side_by_side.py.
 #
 #   bench/side_by_side.sh [--rounds 3] [--models mlp,lm,wide] [--steps 30]
+#   bench/side_by_side.sh --profile [--models mlp,lm] [--impls ...] [--steps 200]   (needs perf, as root)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root="$(scripts/libtorch2.sh --lightning)"

@@ -123,7 +123,10 @@ inline ProcessGroupPtr make_nccl_group(const StorePtr& store, int rank, int size
 
 // The Reducer PyTorch's DistributedDataParallel builds with its defaults
 // (gradients copied out of the buckets), with or without the search for
-// unused parameters.
+// unused parameters. Gradients as views of the buckets would save two copies
+// per step, but LibTorch's Optimizer::zero_grad detaches gradients in place,
+// which a view refuses ("Can't detach views in-place"): every user's loop
+// would throw.
 template <class Reducer = c10d::Reducer>
 std::unique_ptr<Reducer> make_reducer(std::vector<at::Tensor> params,
                                       std::vector<std::vector<size_t>> bucket_indices,
