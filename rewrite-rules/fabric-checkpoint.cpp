@@ -16,9 +16,23 @@ Rule makeCheckpointRule(const FabricOptions&) {
                     inFabricScope())
         .bind("call");
   };
+  // archive.save_to(path) on a serialize::OutputArchive (a model saved
+  // through module->save(archive)): without a Fabric every rank would write
+  // the same file at once. save_to(stream) writes where its stream points
+  // (an std::ofstream is fabric-rank-zero-file's, std::cout
+  // fabric-rank-zero-print's).
+  auto archive_save_to = [](auto object) {
+    auto string_type = qualType(hasCanonicalType(hasDeclaration(recordDecl(hasName("::std::basic_string")))));
+    auto save_to_path = cxxMethodDecl(hasName("save_to"), ofClass(hasName("::torch::serialize::OutputArchive")),
+                                      hasParameter(0, hasType(references(string_type))));
+    return cxxMemberCallExpr(callee(save_to_path), on(object), hasArgument(0, expr().bind("path")),
+                             inFabricScope())
+        .bind("call");
+  };
   return {"fabric-checkpoint", "+",
-          "torch::save(value, path) becomes fabric.save(path, value) (rank 0 writes, atomically) "
-          "and torch::load(value, path) becomes fabric.load(path, value).",
+          "torch::save(value, path) becomes fabric.save(path, value) (rank 0 writes, atomically), "
+          "torch::load(value, path) becomes fabric.load(path, value), and an archive's "
+          "save_to(path) becomes fabric.save(path, archive).",
           RuleKind::Rewrite,
           applyFirst<std::string>({
               makeRule(call("::torch::save"),
@@ -27,6 +41,15 @@ Rule makeCheckpointRule(const FabricOptions&) {
               makeRule(call("::torch::load"),
                        changeTo(node("call"), cat(edits::fabricMember("load("), node("path"), ", ", node("value"), ")")),
                        cat("every rank loads the checkpoint onto its own device")),
+              makeRule(archive_save_to(expr(unless(hasType(pointerType()))).bind("archive")),
+                       changeTo(node("call"), cat(edits::fabricMember("save("), node("path"), ", ", node("archive"), ")")),
+                       cat("rank 0 writes the archive, atomically; every rank calls")),
+              // archive->save_to(path), through a raw or smart pointer.
+              makeRule(archive_save_to(anyOf(cxxOperatorCallExpr(hasOverloadedOperatorName("->"),
+                                                                 hasArgument(0, expr().bind("archive"))),
+                                             expr(hasType(pointerType())).bind("archive"))),
+                       changeTo(node("call"), cat(edits::fabricMember("save("), node("path"), ", *", node("archive"), ")")),
+                       cat("rank 0 writes the archive, atomically; every rank calls")),
           })};
 }
 

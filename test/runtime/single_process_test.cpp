@@ -276,6 +276,31 @@ TEST(SingleProcess, SaveIsAtomicAndLoadRestores) {
   EXPECT_THROW(fabric.save("/nonexistent-directory/x.pt", saved), std::exception);
 }
 
+// archive.save_to(path) migrated: fabric.save(path, archive) writes the
+// archive as the program filled it, and InputArchive reads it back.
+TEST(SingleProcess, SaveWritesAnOutputArchive) {
+  fabric::Fabric fabric(one_cpu_process());
+  fabric.launch();
+  const std::string path = testing::TempDir() + "fabric_single_process_archive.pt";
+  torch::nn::Linear saved(4, 2);
+  torch::serialize::OutputArchive archive;
+  saved->save(archive);
+  archive.write("epoch", torch::tensor(7));
+  fabric.save(path, archive);
+  EXPECT_FALSE(std::ifstream(fabric::detail::temporary_path_for(path)).good());
+
+  torch::serialize::InputArchive input;
+  input.load_from(path);
+  torch::nn::Linear loaded(4, 2);
+  loaded->load(input);
+  EXPECT_TRUE(torch::equal(loaded->weight, saved->weight));
+  EXPECT_TRUE(torch::equal(loaded->bias, saved->bias));
+  torch::Tensor epoch;
+  input.read("epoch", epoch);
+  EXPECT_EQ(epoch.item<int64_t>(), 7);
+  std::remove(path.c_str());
+}
+
 // The shape of PyTorch's C++ MNIST example: a Module subclass held by value.
 struct ValueNet : torch::nn::Module {
   ValueNet()

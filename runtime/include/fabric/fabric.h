@@ -393,9 +393,10 @@ class Fabric {
   // temporary file in the same directory and renames it over `path`
   // (atomic), then every rank learns whether that worked (an error throws
   // fabric::CheckpointError on all ranks). T is anything torch::save accepts
-  // (ModuleHolder, shared_ptr<Module>, optimizer, tensor...) or a module
-  // held by value. An optimizer's state is gathered on rank 0 first under a
-  // sharded strategy (same file as ddp).
+  // (ModuleHolder, shared_ptr<Module>, optimizer, tensor...), a module
+  // held by value, or a torch::serialize::OutputArchive the program filled
+  // itself (what archive.save_to(path) writes). An optimizer's state is
+  // gathered on rank 0 first under a sharded strategy (same file as ddp).
   template <class T, class = std::enable_if_t<!std::is_same<std::decay_t<T>, State>::value>>
   void save(const std::string& path, const T& value) {
     if constexpr (std::is_base_of<torch::optim::Optimizer, T>::value) {
@@ -409,6 +410,11 @@ class Fabric {
         torch::serialize::OutputArchive archive;
         value.save(archive);
         archive.save_to(stream);
+      });
+    } else if constexpr (std::is_same<T, torch::serialize::OutputArchive>::value) {
+      // OutputArchive::save_to is not const, and writes the archive as it is.
+      save_with(path, [&value](std::ostream& stream) {
+        const_cast<torch::serialize::OutputArchive&>(value).save_to(stream);
       });
     } else {
       save_with(path, [&value](std::ostream& stream) { torch::save(value, stream); });

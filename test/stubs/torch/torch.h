@@ -112,6 +112,20 @@ void backward(const variable_list& tensors, const variable_list& grad_tensors = 
               const variable_list& inputs = {});
 }  // namespace autograd
 
+namespace serialize {
+class OutputArchive final {
+ public:
+  OutputArchive();
+  void save_to(const std::string& filename);
+  void save_to(std::ostream& stream);
+  void save_to(const std::function<size_t(const void*, size_t)>& func);
+};
+class InputArchive final {
+ public:
+  InputArchive();
+  void load_from(const std::string& filename);
+};
+}  // namespace serialize
 namespace nn {
 class Module {
  public:
@@ -123,6 +137,8 @@ class Module {
   void train(bool on = true);
   void eval();
   template <class M> M register_module(std::string name, M module);
+  virtual void save(serialize::OutputArchive& archive) const;
+  virtual void load(serialize::InputArchive& archive);
 };
 template <class Contained> class ModuleHolder {
  public:
