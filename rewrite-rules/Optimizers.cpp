@@ -84,17 +84,23 @@ LocalUses usesIn(const Stmt* body) {
 // filled from `model->named_parameters()`).
 void collectModels(const Expr* expression, const LocalUses& uses, std::set<const ValueDecl*>& visited,
                    std::vector<Model>& out) {
+  auto addModel = [&out](const Model& model) {
+    if (!model.decl) return;
+    for (const Model& m : out)
+      if (sameModel(m, model)) return;
+    out.push_back(model);
+  };
   forEachStatement(expression, [&](const Stmt& s) {
+    // A model handed to a function that builds the optimizer or its
+    // parameter list: `make_optimizer(model, lr)`, `build_groups(*net)`.
+    if (const auto* call = dyn_cast<CallExpr>(&s); call && !isa<CXXOperatorCallExpr>(call))
+      for (const Expr* argument : call->arguments())
+        if (match::isModuleType(argument->IgnoreParenImpCasts()->getType())) addModel(rootModule(*argument));
     if (const auto* call = dyn_cast<CXXMemberCallExpr>(&s)) {
       const CXXMethodDecl* method = call->getMethodDecl();
       if (method && (method->getName() == "parameters" || method->getName() == "named_parameters") &&
           isModuleMethod(method)) {
-        Model model = rootModule(*call->getImplicitObjectArgument());
-        if (model.decl) {
-          bool seen = false;
-          for (const Model& m : out) seen = seen || sameModel(m, model);
-          if (!seen) out.push_back(model);
-        }
+        addModel(rootModule(*call->getImplicitObjectArgument()));
       }
       return;
     }
@@ -228,27 +234,53 @@ std::vector<Creation> creationsIn(const FunctionDecl& function, ASTContext& cont
       }
       return;
     }
-    const Expr *lhs = nullptr, *rhs = nullptr;
-    const ValueDecl* handle = nullptr;
-    if (isAssignment(s, lhs, rhs)) {
-      handle = referencedDecl(lhs);
-    } else if (const auto* call = dyn_cast<CXXMemberCallExpr>(&s)) {
-      const CXXMethodDecl* method = call->getMethodDecl();
-      if (method && method->getName() == "reset" && call->getNumArgs() == 1) {
-        handle = referencedDecl(call->getImplicitObjectArgument());
-        rhs = call->getArg(0);
-      }
-    }
-    if (!handle || !rhs || !match::isOptimizerHandle(handle->getType())) return;
+    OptimizerAssignment assignment = optimizerAssignment(s);
+    if (!assignment.handle) return;
     Creation creation;
-    creation.handle = handle;
+    creation.handle = assignment.handle;
     creation.statement = &s;
-    creation.models = modelsOf(rhs, uses);
-    creation.place = place(s, handle);
+    creation.models = modelsOf(assignment.value, uses);
+    creation.place = place(s, assignment.handle);
     creation.at = sm.getExpansionLoc(s.getBeginLoc());
     add(std::move(creation));
   });
   return creations;
+}
+
+OptimizerAssignment optimizerAssignment(const Stmt& s) {
+  OptimizerAssignment found;
+  if (const auto* declaration = dyn_cast<DeclStmt>(&s)) {
+    for (const Decl* d : declaration->decls())
+      if (const auto* variable = dyn_cast<VarDecl>(d);
+          variable && variable->getInit() && match::isOptimizerHandle(variable->getType()))
+        return {variable, variable->getInit()};
+    return found;
+  }
+  const Expr *lhs = nullptr, *rhs = nullptr;
+  const ValueDecl* handle = nullptr;
+  if (isAssignment(s, lhs, rhs)) {
+    handle = referencedDecl(lhs);
+  } else if (const auto* call = dyn_cast<CXXMemberCallExpr>(&s)) {
+    const CXXMethodDecl* method = call->getMethodDecl();
+    if (method && method->getName() == "reset" && call->getNumArgs() == 1) {
+      handle = referencedDecl(call->getImplicitObjectArgument());
+      rhs = call->getArg(0);
+    }
+  }
+  if (handle && rhs && match::isOptimizerHandle(handle->getType())) found = {handle, rhs};
+  return found;
+}
+
+bool refersToOptimizer(const Expr& value) {
+  bool found = false;
+  forEachStatement(&value, [&](const Stmt& s) {
+    const ValueDecl* decl = nullptr;
+    if (const auto* ref = dyn_cast<DeclRefExpr>(&s)) decl = ref->getDecl();
+    if (const auto* member = dyn_cast<MemberExpr>(&s)) decl = member->getMemberDecl();
+    if (decl && (isa<VarDecl>(decl) || isa<FieldDecl>(decl)) && match::isOptimizerHandle(decl->getType()))
+      found = true;
+  });
+  return found;
 }
 
 const Creation* creationOf(const std::vector<Creation>& creations, const Stmt* statement,

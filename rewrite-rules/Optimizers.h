@@ -49,6 +49,19 @@ Model rootModule(const clang::Expr& object);
 // Every optimizer creation in `function`, in source order.
 std::vector<Creation> creationsIn(const clang::FunctionDecl& function, clang::ASTContext& context);
 
+// What a statement gives an optimizer handle, whether or not models are
+// found in it: `Adam opt(...)` (its first such variable), `opt = ...`,
+// `opt.reset(...)`. Null handle when it gives none.
+struct OptimizerAssignment {
+  const clang::ValueDecl* handle = nullptr;
+  const clang::Expr* value = nullptr;
+};
+OptimizerAssignment optimizerAssignment(const clang::Stmt& statement);
+
+// Whether `value` reads another optimizer handle: an alias (`Optimizer& o =
+// optimizer`, `opt = std::move(other)`), not a new optimizer.
+bool refersToOptimizer(const clang::Expr& value);
+
 // The creation `statement` (or member initialiser) is, if it is one.
 const Creation* creationOf(const std::vector<Creation>& creations, const clang::Stmt* statement,
                            const clang::CXXCtorInitializer* initializer = nullptr);

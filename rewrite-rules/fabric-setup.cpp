@@ -172,6 +172,49 @@ AST_MATCHER(Stmt, isForgottenOptimizer) {
   return modelSetUp && !contains(existing.optimizers, creation->handle);
 }
 
+// An optimizer created here over models fabricize cannot find (its
+// parameters come from a function that is handed no model, or from tensors
+// gathered elsewhere): no setup would be inserted for it, and each rank
+// would train its own copy. Aliases of other optimizers and null pointers
+// are not creations.
+AST_MATCHER(Stmt, isUntracedOptimizerCreation) {
+  const FunctionDecl* function = match::enclosingFunction(DynTypedNode::create(Node), Finder->getASTContext());
+  if (!function) return false;
+  optimizers::OptimizerAssignment assignment = optimizers::optimizerAssignment(Node);
+  if (!assignment.handle) return false;
+  // A reference or raw pointer is bound to an optimizer made elsewhere
+  // unless it is `new`-ed here.
+  QualType type = assignment.handle->getType();
+  if (type->isReferenceType()) return false;
+  const Expr* value = assignment.value->IgnoreParenImpCasts();
+  if (type->isPointerType() && !isa<CXXNewExpr>(value)) return false;
+  if (const auto* construct = dyn_cast<CXXConstructExpr>(value); construct && construct->getNumArgs() == 0)
+    return false;  // `std::unique_ptr<Optimizer> optimizer{}`
+  // What the handle is made from, through conversions and temporaries:
+  // `nullptr`, or `trainer.optimizer()` (a getter hands out an optimizer made
+  // elsewhere), is no new optimizer.
+  const Expr* source = value;
+  for (;;) {
+    source = source->IgnoreParenImpCasts();
+    if (const auto* temporary = dyn_cast<MaterializeTemporaryExpr>(source)) {
+      source = temporary->getSubExpr();
+    } else if (const auto* bind = dyn_cast<CXXBindTemporaryExpr>(source)) {
+      source = bind->getSubExpr();
+    } else if (const auto* construct = dyn_cast<CXXConstructExpr>(source);
+               construct && construct->getNumArgs() == 1 && !isa<CXXTemporaryObjectExpr>(construct)) {
+      source = construct->getArg(0);
+    } else {
+      break;
+    }
+  }
+  if (isa<CXXMemberCallExpr>(source) ||
+      source->isNullPointerConstant(Finder->getASTContext(), Expr::NPC_ValueDependentIsNotNull) ||
+      optimizers::refersToOptimizer(*value))
+    return false;
+  if (optimizers::creationOf(optimizers::creationsIn(*function, Finder->getASTContext()), &Node)) return false;
+  return !contains(setupsIn(*function).optimizers, assignment.handle);
+}
+
 // A statement that may create an optimizer (cheap checks first; the
 // generator then finds the models).
 StatementMatcher optimizerCreationCandidate() {
@@ -201,7 +244,8 @@ Rule makeSetupRule(const FabricOptions&) {
           "Insert fabric.setup(model, optimizers...) after the last optimizer over the model is "
           "created (by value, through a smart pointer, as a member, over parameter groups): it "
           "moves the model to the device, broadcasts rank 0's weights and wraps it for the "
-          "strategy. An optimizer over a set-up model that the setup does not name is reported.",
+          "strategy. An optimizer over a set-up model that the setup does not name is reported, and so "
+          "is one whose model cannot be found.",
           RuleKind::Rewrite,
           applyFirst<std::string>({
               makeRule(stmt(creation, isForgottenOptimizer()), noopEdit(node("creation")),
@@ -209,6 +253,12 @@ Rule makeSetupRule(const FabricOptions&) {
                            "too (fabric.setup(model, optimizer, ...)) so the strategy and the "
                            "precision see its steps")),
               makeRule(creation, setupAfterLastCreation(), explain),
+              makeRule(stmt(optimizerCreationCandidate(), inFabricScope(), isUntracedOptimizerCreation())
+                           .bind("creation"),
+                       noopEdit(node("creation")),
+                       cat("fabricize cannot tell which model this optimizer trains (no model's "
+                           "parameters() reach it here), so it sets up none: add "
+                           "fabric.setup(model, optimizer) after it, or each rank trains its own copy")),
               makeRule(memberCreation, setupAfterLastCreation(), explain),
           })};
 }

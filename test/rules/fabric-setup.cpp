@@ -92,6 +92,37 @@ class Trainer {
   std::unique_ptr<torch::optim::Adam> optimizer_;
 };
 
+// A factory that is handed the model makes the optimizer: the model is its
+// argument.
+std::unique_ptr<torch::optim::Optimizer> make_optimizer(Net& net, double lr);
+// CHECK-LABEL: {{^}}void factory(fabric::Fabric& fabric) {
+// CHECK: {{^  }}auto optimizer = make_optimizer(model, 0.1);
+// CHECK-NEXT: {{^  }}fabric.setup(model, *optimizer);
+void factory() {
+  Net model;
+  auto optimizer = make_optimizer(model, 0.1);
+  optimizer->zero_grad();
+}
+
+// An optimizer whose model cannot be found: reported, and no setup. What a
+// getter returns, and a null pointer, are not new optimizers.
+std::unique_ptr<torch::optim::Optimizer> make_global_optimizer();
+struct Owner {
+  std::shared_ptr<torch::optim::Optimizer> optimizer() const;
+};
+// ERR: fabric-setup.cpp:[[@LINE+6]]:3: warning: fabricize cannot tell which model this optimizer trains{{.*}}add fabric.setup(model, optimizer) after it{{.*}}[fabric-setup]
+// ERR-NOT: fabric-setup.cpp:[[@LINE+6]]
+// CHECK-LABEL: {{^}}void untraced(fabric::Fabric& fabric, torch::Tensor loss) {
+// CHECK-NEXT: {{^  }}auto optimizer = make_global_optimizer();
+// CHECK-NEXT: {{^  }}std::shared_ptr<torch::optim::Optimizer> got = Owner().optimizer();
+void untraced(torch::Tensor loss) {
+  auto optimizer = make_global_optimizer();
+  std::shared_ptr<torch::optim::Optimizer> got = Owner().optimizer();
+  std::unique_ptr<torch::optim::Optimizer> none = nullptr;
+  loss.backward();
+  optimizer->step();
+}
+
 // A struct holding the model.
 struct Experiment {
   Net net{nullptr};
@@ -121,6 +152,8 @@ struct Experiment {
 // CHECK-NEXT: {{^  }}groups(fabric);
 // CHECK-NEXT: {{^  }}two_models(fabric);
 // CHECK-NEXT: {{^  }}Trainer trainer(fabric, model);
+// CHECK-NEXT: {{^  }}factory(fabric);
+// CHECK-NEXT: {{^  }}untraced(fabric, y.sum());
 int main() {
   Net model;
   torch::nn::Linear head(4, 2);
@@ -139,6 +172,8 @@ int main() {
   groups();
   two_models();
   Trainer trainer(model);
+  factory();
+  untraced(y.sum());
   return 0;
 }
 
