@@ -235,8 +235,8 @@ inline Matcher<clang::Expr> moduleReference(const std::string& id) {
 inline Matcher<clang::Expr> moduleNamed(Matcher<clang::ValueDecl> decl) {
   auto ref = expr(anyOf(declRefExpr(to(valueDecl(decl))), memberExpr(member(decl))));
   return ignoringParenImpCasts(anyOf(
-      cxxOperatorCallExpr(hasOverloadedOperatorName("->"), hasArgument(0, ignoringParenImpCasts(ref))),
-      ref));
+      cxxOperatorCallExpr(hasAnyOverloadedOperatorName("->", "*"), hasArgument(0, ignoringParenImpCasts(ref))),
+      unaryOperator(hasOperatorName("*"), hasUnaryOperand(ignoringParenImpCasts(ref))), ref));
 }
 // `model->parameters()` for the module declared by `decl`.
 inline StatementMatcher parametersOf(Matcher<clang::ValueDecl> decl) {

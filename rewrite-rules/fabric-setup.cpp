@@ -98,7 +98,9 @@ std::string setupStatements(const optimizers::SetupGroup& group, const MatchResu
   std::string fabric = edits::fabricNameAt(result);
   std::string text;
   for (size_t i = 0; i < group.models.size(); ++i) {
-    std::string call = fabric + ".setup(" + tooling::getText(*group.models[i].reference, *result.Context).str();
+    const Expr& model = *group.models[i].reference;
+    std::string call = fabric + ".setup(" + (match::isUniquePointerToModule(model.getType()) ? "*" : "") +
+                       tooling::getText(model, *result.Context).str();
     if (i + 1 == group.models.size()) {
       std::vector<const ValueDecl*> named;
       for (const optimizers::Creation* c : group.creations)

@@ -123,6 +123,21 @@ void untraced(torch::Tensor loss) {
   optimizer->step();
 }
 
+// A module held by std::unique_ptr: the Fabric takes the module it owns,
+// and the setup moves it to the device.
+struct Owned : torch::nn::Module {
+  torch::Tensor forward(torch::Tensor x);
+};
+// CHECK-LABEL: {{^}}void unique_model(fabric::Fabric& fabric) {
+// CHECK-NEXT: {{^  }}auto net = std::make_unique<Owned>();
+// CHECK-NEXT: {{^  }}torch::optim::SGD sgd(net->parameters(), torch::optim::SGDOptions(0.1));
+// CHECK-NEXT: {{^  }}fabric.setup(*net, sgd);
+void unique_model() {
+  auto net = std::make_unique<Owned>();
+  net->to(torch::kCUDA);
+  torch::optim::SGD sgd(net->parameters(), torch::optim::SGDOptions(0.1));
+}
+
 // A struct holding the model.
 struct Experiment {
   Net net{nullptr};
@@ -154,6 +169,7 @@ struct Experiment {
 // CHECK-NEXT: {{^  }}Trainer trainer(fabric, model);
 // CHECK-NEXT: {{^  }}factory(fabric);
 // CHECK-NEXT: {{^  }}untraced(fabric, y.sum());
+// CHECK-NEXT: {{^  }}unique_model(fabric);
 int main() {
   Net model;
   torch::nn::Linear head(4, 2);
@@ -174,6 +190,7 @@ int main() {
   Trainer trainer(model);
   factory();
   untraced(y.sum());
+  unique_model();
   return 0;
 }
 
