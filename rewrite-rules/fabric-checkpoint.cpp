@@ -41,14 +41,14 @@ Rule makeCheckpointRule(const FabricOptions&) {
               makeRule(call("::torch::load"),
                        changeTo(node("call"), cat(edits::fabricMember("load("), node("path"), ", ", node("value"), ")")),
                        cat("every rank loads the checkpoint onto its own device")),
-              makeRule(archive_save_to(expr(unless(hasType(pointerType()))).bind("archive")),
-                       changeTo(node("call"), cat(edits::fabricMember("save("), node("path"), ", ", node("archive"), ")")),
-                       cat("rank 0 writes the archive, atomically; every rank calls")),
-              // archive->save_to(path), through a raw or smart pointer.
+              // `archive.save_to(path)`, or through a raw or smart pointer `archive->save_to(path)`.
               makeRule(archive_save_to(anyOf(cxxOperatorCallExpr(hasOverloadedOperatorName("->"),
-                                                                 hasArgument(0, expr().bind("archive"))),
-                                             expr(hasType(pointerType())).bind("archive"))),
-                       changeTo(node("call"), cat(edits::fabricMember("save("), node("path"), ", *", node("archive"), ")")),
+                                                                 hasArgument(0, expr().bind("archive")))
+                                                 .bind("pointer"),
+                                             expr(expr(hasType(pointerType())).bind("archive")).bind("pointer"),
+                                             expr().bind("archive"))),
+                       changeTo(node("call"), cat(edits::fabricMember("save("), node("path"), ", ",
+                                                  ifBound("pointer", cat("*"), cat("")), node("archive"), ")")),
                        cat("rank 0 writes the archive, atomically; every rank calls")),
           })};
 }

@@ -195,20 +195,7 @@ AST_MATCHER(Stmt, isUntracedOptimizerCreation) {
   // What the handle is made from, through conversions and temporaries:
   // `nullptr`, or `trainer.optimizer()` (a getter hands out an optimizer made
   // elsewhere), is no new optimizer.
-  const Expr* source = value;
-  for (;;) {
-    source = source->IgnoreParenImpCasts();
-    if (const auto* temporary = dyn_cast<MaterializeTemporaryExpr>(source)) {
-      source = temporary->getSubExpr();
-    } else if (const auto* bind = dyn_cast<CXXBindTemporaryExpr>(source)) {
-      source = bind->getSubExpr();
-    } else if (const auto* construct = dyn_cast<CXXConstructExpr>(source);
-               construct && construct->getNumArgs() == 1 && !isa<CXXTemporaryObjectExpr>(construct)) {
-      source = construct->getArg(0);
-    } else {
-      break;
-    }
-  }
+  const Expr* source = value->IgnoreUnlessSpelledInSource();
   if (isa<CXXMemberCallExpr>(source) ||
       source->isNullPointerConstant(Finder->getASTContext(), Expr::NPC_ValueDependentIsNotNull) ||
       optimizers::refersToOptimizer(*value))
