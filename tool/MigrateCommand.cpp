@@ -7,6 +7,7 @@
 #include "MigrateCommand.h"
 
 #include "BuildFiles.h"
+#include "CMakeFileApi.h"
 #include "CompileCommands.h"
 #include "Diff.h"
 #include "EditSet.h"
@@ -31,6 +32,7 @@
 #include <algorithm>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 #include <thread>
 #include <tuple>
@@ -436,7 +438,28 @@ int runMigrate(int argc, const char** argv) {
   std::vector<std::string> buildTexts(buildFiles.size());
   for (size_t i = 0; i < buildFiles.size(); ++i)
     if (!readFile(buildFiles[i], buildTexts[i])) return fail("cannot read " + buildFiles[i]);
-  std::vector<BuildFileMigration> migrations = migrateCMakeProject(buildTexts);
+  // Where LibTorch is linked, as CMake evaluated it (its File API), so a
+  // link list in a variable or a function gets the runtime too; without it,
+  // where the CMake text spells LibTorch.
+  std::optional<LibTorchLinks> links;
+  if (!buildFiles.empty() && !build.cmakeSourceDir.empty()) {
+    std::string why;
+    if (std::optional<CodeModel> model = readCodeModel(build, why, verbose)) {
+      links.emplace();
+      links->libTorchTargets = model->libTorchTargets.size();
+      // Targets whose sources are all outside the root are not migrated:
+      // they need no runtime.
+      for (const CodeModel::LibTorchLink& link : model->libTorchLinks)
+        if (std::any_of(link.sources.begin(), link.sources.end(),
+                        [&](const std::string& s) { return isUnderOrEqual(s, root); }))
+          links->sites.push_back({link.file, link.line, link.targets, link.onlyExecutables});
+    } else if (!quiet) {
+      llvm::errs() << "fabricize: CMake's codemodel is not available (" << why
+                   << "): Fabric::fabric is linked where the CMake files name LibTorch\n";
+    }
+  }
+  std::vector<BuildFileMigration> migrations =
+      migrateCMakeProject(buildFiles, buildTexts, links ? &*links : nullptr);
   for (size_t i = 0; i < buildFiles.size(); ++i) {
     const std::string& path = buildFiles[i];
     FileResult buildFile;

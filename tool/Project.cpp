@@ -6,7 +6,9 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
 
+#include <algorithm>
 #include <cstdlib>
+#include <map>
 #include <optional>
 #include <set>
 
@@ -46,21 +48,32 @@ std::string commonFolder(const std::vector<std::string>& dirs) {
 
 namespace {
 
-// CMAKE_HOME_DIRECTORY:INTERNAL=<dir> in CMakeCache.txt.
-std::string cmakeHomeDirectory(const std::string& buildDir) {
+// CMakeCache.txt's entries, `NAME:TYPE=VALUE` lines: name -> value.
+std::map<std::string, std::string> readCache(const std::string& buildDir) {
+  std::map<std::string, std::string> cache;
   std::string text;
-  if (!readFile(buildDir + "/CMakeCache.txt", text)) return {};
+  if (!readFile(buildDir + "/CMakeCache.txt", text)) return cache;
   llvm::StringRef rest(text);
   while (!rest.empty()) {
     auto [line, next] = rest.split('\n');
     rest = next;
     line = line.rtrim("\r");
-    if (!line.starts_with("CMAKE_HOME_DIRECTORY:")) continue;
-    size_t equals = line.find('=');
-    if (equals == llvm::StringRef::npos) return {};
-    std::string dir = line.substr(equals + 1).str();
-    if (dir.empty() || !llvm::sys::fs::is_directory(dir)) return {};
-    return absolutePath(dir);
+    if (line.empty() || line.starts_with("#") || line.starts_with("//")) continue;
+    size_t colon = line.find(':'), equals = line.find('=');
+    if (colon == llvm::StringRef::npos || equals == llvm::StringRef::npos || colon > equals) continue;
+    cache[line.take_front(colon).str()] = line.substr(equals + 1).str();
+  }
+  return cache;
+}
+
+// The folder of the git work tree `dir` is in (a `.git` folder, or file for
+// a worktree or submodule, in it or above); empty when none.
+std::string gitWorkTreeOf(const std::string& dir) {
+  for (std::string at = dir; !at.empty();) {
+    if (llvm::sys::fs::exists(at + "/.git")) return at;
+    std::string parent = llvm::sys::path::parent_path(at).str();
+    if (parent == at) break;
+    at = parent;
   }
   return {};
 }
@@ -169,7 +182,10 @@ bool isCMakeScript(const std::string& path) {
 BuildTree readBuildTree(const std::string& buildDir) {
   BuildTree build;
   build.buildDir = absolutePath(buildDir);
-  build.cmakeSourceDir = cmakeHomeDirectory(build.buildDir);
+  build.cache = readCache(build.buildDir);
+  if (auto home = build.cache.find("CMAKE_HOME_DIRECTORY");
+      home != build.cache.end() && !home->second.empty() && llvm::sys::fs::is_directory(home->second))
+    build.cmakeSourceDir = absolutePath(home->second);
   if (build.cmakeSourceDir.empty()) return build;
   std::vector<std::string> inputs;
   build.configureInputsKnown = ninjaConfigureInputs(build.buildDir, inputs) ||
@@ -180,11 +196,85 @@ BuildTree readBuildTree(const std::string& buildDir) {
   return build;
 }
 
+namespace {
+
+// CMake files the configure step read that are not the project's: CMake's
+// own modules, the packages it found (each <Package>_DIR), files the
+// command line injected (toolchain, project includes).
+bool isForeignCMakeFile(const BuildTree& build, const std::string& path) {
+  for (const auto& [name, value] : build.cache) {
+    if (value.empty()) continue;
+    llvm::StringRef key(name);
+    bool folder = key == "CMAKE_ROOT" || (key.ends_with("_DIR") && !key.starts_with("CMAKE_"));
+    bool file = key == "CMAKE_TOOLCHAIN_FILE" || key.starts_with("CMAKE_PROJECT_INCLUDE") ||
+                key == "CMAKE_PROJECT_TOP_LEVEL_INCLUDES" || (key.starts_with("CMAKE_PROJECT_") && key.ends_with("_INCLUDE"));
+    if (folder && isUnderOrEqual(path, absolutePath(value))) return true;
+    if (file) {
+      llvm::SmallVector<llvm::StringRef, 2> entries;
+      llvm::StringRef(value).split(entries, ';', -1, false);
+      for (llvm::StringRef entry : entries)
+        if (absolutePath(entry.str()) == path) return true;
+    }
+  }
+  return false;
+}
+
+bool isSystemPath(const std::string& path) {
+  for (const char* prefix : {"/usr", "/opt", "/etc", "/var", "/snap", "/nix"})
+    if (isUnderOrEqual(path, prefix)) return true;
+  return false;
+}
+
+}  // namespace
+
 std::string projectRootOf(const BuildTree& build, const clang::tooling::CompilationDatabase& database,
                           std::string* how) {
   if (!build.cmakeSourceDir.empty()) {
-    if (how) *how = "the CMake source directory named by " + build.buildDir + "/CMakeCache.txt";
-    return build.cmakeSourceDir;
+    // The smallest folder holding the CMake source directory, every source
+    // the build compiles and every CMake file its configure step read that
+    // is the project's (a project folder inside a repository pulls shared
+    // code from ../../utils): -o then mirrors a tree that configures, and -i
+    // edits those files too. The git work tree, when there is one, bounds
+    // what counts as the project's.
+    std::string git = gitWorkTreeOf(build.cmakeSourceDir);
+    bool inSystem = isSystemPath(build.cmakeSourceDir);
+    auto isProjects = [&](const std::string& path) {
+      if (isUnderOrEqual(path, build.cmakeSourceDir)) return true;
+      if (isUnderOrEqual(path, build.buildDir)) return false;  // generated by the build
+      if (!git.empty()) return isUnderOrEqual(path, git);
+      return inSystem || !isSystemPath(path);
+    };
+    std::vector<std::string> folders{build.cmakeSourceDir}, outside;
+    for (const clang::tooling::CompileCommand& command : database.getAllCompileCommands()) {
+      std::string directory = command.Directory.empty() ? build.buildDir : resolvedIn(build.buildDir, command.Directory);
+      std::string file = resolvedIn(directory, command.Filename);
+      if (!llvm::sys::fs::is_regular_file(file) || !isProjects(file)) continue;
+      folders.push_back(llvm::sys::path::parent_path(file).str());
+      if (!isUnderOrEqual(file, build.cmakeSourceDir)) outside.push_back(file);
+    }
+    for (const std::string& input : build.configureInputs) {
+      if (!isCMakeScript(input) || !isProjects(input) || isForeignCMakeFile(build, input)) continue;
+      folders.push_back(llvm::sys::path::parent_path(input).str());
+      if (!isUnderOrEqual(input, build.cmakeSourceDir)) outside.push_back(input);
+    }
+    std::string root = commonFolder(folders);
+    const char* home = std::getenv("HOME");
+    bool tooWide = root == "/" || (home && *home && root == absolutePath(home));
+    if (outside.empty() || tooWide) {
+      if (how) *how = "the CMake source directory named by " + build.buildDir + "/CMakeCache.txt";
+      return build.cmakeSourceDir;
+    }
+    if (how) {
+      std::sort(outside.begin(), outside.end());
+      std::string named;
+      for (size_t i = 0; i < outside.size() && i < 3; ++i)
+        named += (i ? ", " : "") + outside[i].substr(root.size() + 1);
+      if (outside.size() > 3) named += " and " + std::to_string(outside.size() - 3) + " more";
+      *how = "the smallest folder holding the CMake source directory " + build.cmakeSourceDir +
+             " and what its build reads outside it: " + named +
+             (git.empty() ? std::string() : "; all inside the git work tree " + git);
+    }
+    return root;
   }
   std::vector<std::string> files, folders;
   for (const clang::tooling::CompileCommand& command : database.getAllCompileCommands()) {

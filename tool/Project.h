@@ -6,6 +6,7 @@
 
 #include "clang/Tooling/CompilationDatabase.h"
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,7 @@ struct BuildTree {
   // generator's CMAKE_MAKEFILE_DEPENDS): absolute, in CMake's order.
   std::vector<std::string> configureInputs;
   bool configureInputsKnown = false;  // false: neither file was found or readable
+  std::map<std::string, std::string> cache;  // CMakeCache.txt: name -> value
 };
 
 // What `buildDir` says about its project. Never fails: what it cannot read

@@ -41,7 +41,7 @@ LAYERS = [
     ("engine", "runs the catalogue over translation units (the LibTorch PCH, a document's preamble)",
      ["tool/Pch", "tool/Preamble", "tool/Engine"]),
     ("inputs and compile commands", "project root, compile database, compiler include folders",
-     ["tool/Project", "tool/QueryDriver", "tool/CompileCommands"]),
+     ["tool/Project", "tool/CMakeFileApi", "tool/QueryDriver", "tool/CompileCommands"]),
     ("front-end services", "engine options, findings of a run, rule selection per file",
      ["tool/EngineSetup", "tool/Findings"]),
     ("front ends", "one per subcommand, and the clang-tidy plugin; none includes another",

@@ -3,10 +3,15 @@
 # LibTorch's package gives them (its folders reach compile commands as
 # -isystem). The stubs declare and never define, so nothing is linked: a
 # "link" only touches its output, and a build proves every source compiles.
-get_filename_component(_fabric_test_stubs "${CMAKE_CURRENT_LIST_DIR}/../../../stubs" ABSOLUTE)
+# The target names a (empty) library file, as LibTorch's does, so CMake's
+# codemodel shows which targets link it.
+# Its include folder holds the stub <torch/torch.h> alone (a link to
+# test/stubs/torch), as LibTorch's holds no <fabric/fabric.h>.
+set(_fabric_test_stubs "${CMAKE_CURRENT_LIST_DIR}/include")
 if(NOT TARGET torch)
-  add_library(torch INTERFACE IMPORTED)
-  set_target_properties(torch PROPERTIES INTERFACE_INCLUDE_DIRECTORIES "${_fabric_test_stubs}")
+  add_library(torch SHARED IMPORTED)
+  set_target_properties(torch PROPERTIES INTERFACE_INCLUDE_DIRECTORIES "${_fabric_test_stubs}"
+                                         IMPORTED_LOCATION "${CMAKE_CURRENT_LIST_DIR}/libtorch.so")
 endif()
 set(TORCH_LIBRARIES torch)
 set(TORCH_INCLUDE_DIRS "${_fabric_test_stubs}")

@@ -1,0 +1,3 @@
+#include <cstdio>
+
+int main() { std::puts("0.5 0.25"); }

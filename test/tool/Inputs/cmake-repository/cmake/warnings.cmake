@@ -1,0 +1,2 @@
+# The repository's compiler warnings, included by each project.
+set(RESEARCH_WARNINGS -Wall)
