@@ -282,8 +282,11 @@ std::string fabricNameAt(const ast_matchers::MatchFinder::MatchResult& result) {
 std::optional<threading::Need> fabricNeededAt(const ast_matchers::MatchFinder::MatchResult& result) {
   auto root = result.Nodes.getMap().find(RootID);
   if (root == result.Nodes.getMap().end()) return std::nullopt;
-  // A match on a declaration (a class, a function) is not code that runs.
-  if (root->second.get<Decl>() || enclosingFunctions(root->second, *result.Context).empty()) return std::nullopt;
+  // A match on a declaration (a class, a function) or a spelled type is not
+  // code that runs.
+  if (root->second.get<Decl>() || root->second.get<TypeLoc>() ||
+      enclosingFunctions(root->second, *result.Context).empty())
+    return std::nullopt;
   return fabricScopeOf(root->second, *result.Context).need;
 }
 

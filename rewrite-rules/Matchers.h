@@ -189,6 +189,21 @@ inline DeclarationMatcher classNeedingFabric() {
                        unless(has(fieldDecl(hasType(valueOrReference(fabricType()))))));
 }
 
+// Whether `range` begins or ends inside a macro expansion, where no edit may
+// go. The first `>` of a `>>` that closes two template argument lists
+// (`std::unique_ptr<Loader<Set, Sampler>>`) has a location of the same kind
+// (the parser splits the token), but it is the file's own text.
+inline bool inMacroExpansion(clang::SourceRange range, const clang::SourceManager& sm) {
+  auto macro = [&](clang::SourceLocation at) {
+    if (!at.isMacroID()) return false;
+    const clang::SrcMgr::ExpansionInfo& expansion = sm.getSLocEntry(sm.getFileID(at)).getExpansion();
+    bool splitToken = !expansion.isExpansionTokenRange() && !expansion.isMacroArgExpansion() &&
+                      expansion.getExpansionLocStart().isFileID();
+    return !splitToken;
+  };
+  return macro(range.getBegin()) || macro(range.getEnd());
+}
+
 // --- Where rules apply -------------------------------------------------------
 // Inside any function. Whether that function has a Fabric, or can be given
 // one, is decided once the whole project has been matched (Threading.h): an

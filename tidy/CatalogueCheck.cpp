@@ -1,6 +1,7 @@
 #include "CatalogueCheck.h"
 
 #include "Edits.h"
+#include "Matchers.h"
 #include "Threading.h"
 
 #include "clang-tidy/ClangTidyDiagnosticConsumer.h"
@@ -460,7 +461,7 @@ size_t recordMatch(const Rule& ruleEntry, size_t ruleIndex, Session& session,
   Recorded record;
   record.ruleId = ruleEntry.id;
   record.loc = where;
-  if (rootRange.getBegin().isMacroID() || rootRange.getEnd().isMacroID()) {
+  if (fabricize::match::inMacroExpansion(rootRange, sm)) {
     if (factsOnly) return Session::noRecord;
     record.message = "not migrated: the code is inside a macro expansion (" + explanation +
                      "); migrate it by hand";

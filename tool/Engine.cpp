@@ -3,6 +3,7 @@
 #include "Pch.h"
 #include "Preamble.h"
 #include "Edits.h"
+#include "Matchers.h"
 #include "Threading.h"
 
 #include "clang/AST/ASTContext.h"
@@ -97,7 +98,7 @@ class RuleCallback : public MatchFinder::MatchCallback {
     SourceLocation where = sm.getExpansionLoc(rootRange.getBegin());
     if (sm.isInSystemHeader(where) || !inProject(sm, where)) return;
     // Never edit inside a macro expansion: report it instead.
-    if (rootRange.getBegin().isMacroID() || rootRange.getEnd().isMacroID()) {
+    if (fabricize::match::inMacroExpansion(rootRange, sm)) {
       addFinding(sm, where, "not migrated: the code is inside a macro expansion (" +
                                 explanation + "); migrate it by hand");
       return;

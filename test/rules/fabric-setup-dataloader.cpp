@@ -33,3 +33,32 @@ int main() {
   auto custom = torch::data::make_data_loader(Pairs(), torch::data::samplers::SequentialSampler(10), torch::data::DataLoaderOptions());
   return 0;
 }
+
+// The loader's type spelled by the program (a member assigned in a
+// prepare_data(), an alias, a parameter, through `using namespace`) follows
+// the migration; a sampler the Fabric does not take over keeps it.
+using TrainSet = torch::data::datasets::MapDataset<Pairs, torch::data::transforms::Stack<>>;
+// CHECK: {{^}}using TrainLoader = fabric::DataLoader<TrainSet>;
+using TrainLoader = torch::data::StatelessDataLoader<TrainSet, torch::data::samplers::RandomSampler>;
+struct CustomSampler : torch::data::samplers::Sampler {};
+// CHECK: {{^}}using CustomLoader = torch::data::StatelessDataLoader<TrainSet, CustomSampler>;
+using CustomLoader = torch::data::StatelessDataLoader<TrainSet, CustomSampler>;
+
+class Trainer {
+ public:
+  void prepare_data();
+  // CHECK: {{^}}  double evaluate(fabric::DataLoader<Pairs>& loader);
+  double evaluate(torch::data::StatelessDataLoader<Pairs, torch::data::samplers::SequentialSampler>& loader);
+
+ private:
+  // CHECK: {{^}}  std::unique_ptr<TrainLoader> train_loader_;
+  std::unique_ptr<TrainLoader> train_loader_;
+  // CHECK: {{^}}  std::unique_ptr<fabric::DataLoader<Pairs>> val_loader_;
+  std::unique_ptr<torch::data::StatelessDataLoader<Pairs, torch::data::samplers::SequentialSampler>> val_loader_;
+};
+
+namespace spelled_short {
+using namespace torch::data;
+// CHECK: {{^}}using ShortLoader = fabric::DataLoader<Pairs>;
+using ShortLoader = StatelessDataLoader<Pairs, samplers::RandomSampler>;
+}  // namespace spelled_short

@@ -21,7 +21,7 @@ class Options {
   Options& precision(std::string value);
   Options& num_nodes(int count);
 };
-template <class Dataset, class Sampler> class DataLoader {
+template <class Dataset, class BatchRequest = std::vector<size_t>> class DataLoader {
  public:
   torch::data::Iterator<typename Dataset::BatchType> begin();
   torch::data::Iterator<typename Dataset::BatchType> end();
@@ -38,10 +38,9 @@ class Fabric {
   void backward(const torch::Tensor& loss, const torch::Tensor& gradient = {},
                 c10::optional<bool> retain_graph = c10::nullopt, bool create_graph = false);
   template <class Sampler = torch::data::samplers::RandomSampler, class Dataset>
-  std::unique_ptr<DataLoader<Dataset, Sampler>> setup_dataloader(Dataset dataset,
-                                                                 torch::data::DataLoaderOptions options);
+  std::unique_ptr<DataLoader<Dataset>> setup_dataloader(Dataset dataset, torch::data::DataLoaderOptions options);
   template <class Sampler = torch::data::samplers::RandomSampler, class Dataset>
-  std::unique_ptr<DataLoader<Dataset, Sampler>> setup_dataloader(Dataset dataset, size_t batch_size);
+  std::unique_ptr<DataLoader<Dataset>> setup_dataloader(Dataset dataset, size_t batch_size);
   void step(torch::optim::Optimizer& optimizer);
   torch::Tensor step(torch::optim::Optimizer& optimizer, torch::optim::Optimizer::LossClosure closure);
   std::ostream& print();
