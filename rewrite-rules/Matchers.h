@@ -326,6 +326,17 @@ inline Matcher<clang::Expr> loaderBatch() {
   return expr(ignoringParenImpCasts(anyOf(direct, declRefExpr(to(copied)))));
 }
 
+// An iterator of a data loader (`auto it = loader->begin();`), and reading
+// a batch through one (`*it`, `it->data`): the shape of max_steps trainers,
+// which restart the iterator at the end of an epoch.
+inline Matcher<clang::QualType> loaderIteratorType() {
+  return recordTypeOf(cxxRecordDecl(hasAnyName("::torch::data::Iterator", "::fabric::DataLoader::Iterator")));
+}
+inline StatementMatcher loaderIteratorRead() {
+  return cxxOperatorCallExpr(hasAnyOverloadedOperatorName("*", "->"),
+                             hasArgument(0, ignoringParenImpCasts(expr(hasType(loaderIteratorType())))));
+}
+
 // --- Training loops ------------------------------------------------------------
 // A backward pass: `loss.backward()`, `torch::autograd::backward(...)`, or
 // `fabric.backward(loss)` in migrated code.

@@ -33,8 +33,11 @@ bool isReduction(const clang::Stmt& statement, const clang::VarDecl& var);
 // (a sum of a loop over a loader).
 bool isReducedSum(const clang::VarDecl& var, clang::ASTContext& context);
 
-// `var` holds a value computed from tensors (`loss.item<double>()`, a
-// tensor itself) that differs between ranks, and is not all-reduced.
-bool holdsPerRankValue(const clang::VarDecl& var, clang::ASTContext& context);
+// `e` is a value that differs between ranks: computed from this rank's
+// batches or the model's outputs on them (`loss.item<double>()`, a
+// prediction, a variable that holds one and is not all-reduced). A tensor
+// the program read from a file or made itself, and any tensor's shape, are
+// the same on every rank.
+bool isPerRankValue(const clang::Expr& e, clang::ASTContext& context);
 
 }  // namespace fabricize::metrics

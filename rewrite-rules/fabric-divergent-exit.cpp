@@ -16,16 +16,10 @@ using namespace match;
 
 namespace {
 
-AST_MATCHER(VarDecl, holdsPerRankValue) { return metrics::holdsPerRankValue(Node, Finder->getASTContext()); }
-
-// A condition computed from this rank's tensors: `loss.item<double>() < 1e-3`,
-// `epoch_loss < best` where epoch_loss came from a tensor and was not
-// all-reduced.
-Matcher<Expr> perRankCondition() {
-  auto item = cxxMemberCallExpr(callee(cxxMethodDecl(hasName("item"), ofClass(tensorClass()))));
-  auto value = expr(anyOf(item, declRefExpr(to(varDecl(holdsPerRankValue())))));
-  return expr(anyOf(value, hasDescendant(value)));
-}
+// A condition computed from this rank's data: `loss.item<double>() < 1e-3`,
+// `epoch_loss < best` where epoch_loss came from the model's outputs and was
+// not all-reduced. Not a shape, nor a tensor read from a file (Metrics.h).
+AST_MATCHER(Expr, perRankCondition) { return metrics::isPerRankValue(Node, Finder->getASTContext()); }
 
 }  // namespace
 

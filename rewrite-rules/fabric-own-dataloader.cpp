@@ -12,9 +12,15 @@ using namespace clang::transformer;
 using namespace match;
 
 Rule makeOwnDataLoaderRule(const FabricOptions&) {
-  // The innermost loop around a backward pass, not inside a loop over a loader.
+  // The innermost loop around a backward pass, not inside a loop over a
+  // loader, and not reading batches through a loader's iterator (in the loop,
+  // or in a function it calls: a trainer's next_batch()).
+  auto readsLoaderIterator =
+      anyOf(hasDescendant(loaderIteratorRead()),
+            hasDescendant(callExpr(callee(functionDecl(hasBody(hasDescendant(loaderIteratorRead())))))));
   auto loop = stmt(trainingLoop(), unless(hasDescendant(trainingLoop())), unless(loaderLoop()),
-                   unless(hasAncestor(loaderLoop())), inFabricScope())
+                   unless(hasAncestor(loaderLoop())), unless(readsLoaderIterator),
+                   unless(hasAncestor(stmt(anyLoop(), readsLoaderIterator))), inFabricScope())
                   .bind("loop");
   return {"fabric-own-dataloader", "+",
           "Report a training loop whose batches do not come from a data loader (a batching class "

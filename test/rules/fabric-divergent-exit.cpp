@@ -46,5 +46,25 @@ int main() {
     loss.backward();
     optimizer.step();
   }
+  // Not per rank: a tensor the program read from a file, and shapes (every
+  // rank's batches have the same sizes). A loop bound and an exit on them
+  // are the same on every rank.
+  torch::Tensor ids;
+  torch::load(ids, "tokens.pt");
+  const int64_t seq_len = 8;
+  for (int64_t i = 0; i < ids.size(1) - seq_len; i += seq_len) {
+    if (ids[0][i].item<int64_t>() == 0) break;
+    auto out = model->forward(ids.slice(1, i, i + seq_len));
+    if (out.size(0) == 0) continue;
+    loss = out.sum();
+    loss.backward();
+    optimizer.step();
+  }
+  for (auto& batch : *loader) {
+    if (batch.data.size(0) < 2) break;
+    torch::Tensor prediction = model->forward(batch.data);
+    prediction.sum().backward();
+    optimizer.step();
+  }
   return 0;
 }

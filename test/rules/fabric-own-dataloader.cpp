@@ -15,6 +15,17 @@ class BatchIterator {
   std::pair<torch::Tensor, torch::Tensor> next();
 };
 
+using TrainLoader = torch::data::StatelessDataLoader<
+    torch::data::datasets::MapDataset<Points, torch::data::transforms::Stack<>>, torch::data::samplers::RandomSampler>;
+std::unique_ptr<TrainLoader> train_loader;
+torch::data::Iterator<torch::data::Example<>> train_iterator = train_loader->begin();
+torch::data::Example<> next_batch() {
+  if (!(train_iterator != train_loader->end())) train_iterator = train_loader->begin();
+  torch::data::Example<> batch = *train_iterator;
+  ++train_iterator;
+  return batch;
+}
+
 int main() {
   torch::nn::Linear model(4, 1);
   torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(0.1));
@@ -44,6 +55,24 @@ int main() {
       auto loss = torch::mse_loss(model->forward(batch.data), batch.target);
       loss.backward();
     }
+    optimizer.step();
+  }
+  // A max_steps trainer reading the loader through its iterator, restarted
+  // at the end of each epoch: nothing to report.
+  auto it = loader->begin();
+  for (int step = 0; step < 1000; ++step) {
+    if (!(it != loader->end())) it = loader->begin();
+    auto& batch = *it;
+    auto loss = torch::mse_loss(model->forward(batch.data), batch.target);
+    loss.backward();
+    optimizer.step();
+    ++it;
+  }
+  // The same through a helper that hands out the next batch.
+  for (int step = 0; step < 1000; ++step) {
+    auto batch = next_batch();
+    auto loss = torch::mse_loss(model->forward(batch.data), batch.target);
+    loss.backward();
     optimizer.step();
   }
   return 0;
