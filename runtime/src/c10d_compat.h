@@ -15,6 +15,9 @@
 //    void* on 2.x.
 //  - c10::Error(message, backtrace): the backtrace is a std::string up to
 //    ~2.1, a shared pointer to a lazily computed one afterwards.
+//  - With find_unused_parameters, the Reducer before 2.4 ignores which
+//    parameters backward passes under no_sync used (PyTorch issue #69031,
+//    fixed in 2.4 by PR #124193): see kReducerCountsUsageUnderNoSync.
 // Within 2.x the constructor variants are picked by what compiles
 // (std::is_constructible), not by version numbers, which are only known
 // approximately.
@@ -28,6 +31,8 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
 #include <torch/csrc/distributed/c10d/comm.hpp>
+// (1.13's logger.hpp has no include guard: include it here only.)
+#include <torch/csrc/distributed/c10d/logger.hpp>
 #include <torch/csrc/distributed/c10d/reducer.hpp>
 #ifdef USE_C10D_NCCL
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
@@ -133,9 +138,9 @@ std::unique_ptr<Reducer> make_reducer(std::vector<at::Tensor> params,
                                       std::vector<size_t> per_bucket_size_limits,
                                       ProcessGroupPtr group, int64_t bucket_bytes_cap,
                                       int64_t first_bucket_bytes_cap,
-                                      bool find_unused_parameters) {
+                                      bool find_unused_parameters,
+                                      std::unordered_map<size_t, std::string> param_names) {
   std::vector<bool> expect_sparse_gradients(params.size(), false);
-  std::unordered_map<size_t, std::string> param_names;
   constexpr bool gradient_as_bucket_view = false;
   using Tensors = std::vector<at::Tensor>;
   using Buckets = std::vector<std::vector<size_t>>;
@@ -173,6 +178,14 @@ std::unique_ptr<Reducer> make_reducer(std::vector<at::Tensor> params,
                                      std::move(bucket_bytes_cap_list));
   }
 }
+
+// Whether the Reducer (find_unused_parameters) counts a parameter as used
+// when a backward that it was not prepared for (under no_sync) reached it.
+// Before 2.4 its autograd hook returned before recording that, so a
+// parameter used only in the accumulated micro-batches, and in no
+// synchronized backward on any rank, kept each rank's own gradient; Fabric
+// averages those itself there (DdpStrategy::after_backward).
+constexpr bool kReducerCountsUsageUnderNoSync = FABRIC_TORCH_AT_LEAST(2, 4);
 
 // torch::optim::Optimizer::state() is keyed by the parameter's TensorImpl:
 // 1.13 by its address printed as a string (c10::guts::to_string), 2.x by

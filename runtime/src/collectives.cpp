@@ -1,7 +1,8 @@
 // Collectives of fabric::Fabric: all_reduce (tensors and scalars),
-// all_gather of tensors of any shape, broadcast (tensors, strings) and named
-// barriers, each through FabricState::collective (the JobMonitor's scope and
-// the messages for a dead rank, a lost node or a timeout).
+// all_gather of tensors of any shape, broadcast (tensors, strings), named
+// barriers and shard()'s broadcast of an index order, each through
+// FabricState::collective (the JobMonitor's scope and the messages for a
+// dead rank, a lost node or a timeout).
 #include <fabric/fabric.h>
 
 #include "fabric_state.h"
@@ -176,6 +177,47 @@ std::string Fabric::broadcast(const std::string& value, int src) {
   auto received = broadcast(bytes, src).cpu();
   return std::string(reinterpret_cast<const char*>(received.data_ptr<uint8_t>()),
                      static_cast<size_t>(length));
+}
+
+std::vector<int64_t> Fabric::broadcast_shard_order(std::vector<int64_t> order) {
+  auto& state = *state_;
+  state.require_launched("shard()");
+  if (!state.group) return order;
+  const auto options = torch::TensorOptions().dtype(torch::kLong).device(state.device);
+  // The lengths first, gathered rather than broadcast, so that a rank whose
+  // list differs from rank 0's (another dataset, another filter) makes every
+  // rank throw the same error instead of sharding someone else's indices.
+  std::vector<std::vector<at::Tensor>> lengths(1);
+  for (int r = 0; r < world_size(); ++r) lengths[0].push_back(torch::empty({1}, options));
+  std::vector<at::Tensor> my_length{torch::full({1}, static_cast<int64_t>(order.size()), options)};
+  state.collective("fabric.shard()", [&] { state.group->allgather(lengths, my_length)->wait(); });
+  const int64_t length = lengths[0][0].cpu().item<int64_t>();
+  std::string differing;
+  for (int r = 1; r < world_size(); ++r) {
+    const int64_t other = lengths[0][static_cast<size_t>(r)].cpu().item<int64_t>();
+    if (other != length) {
+      differing += (differing.empty() ? "" : ", ") + std::string("rank ") + std::to_string(r) +
+                   " has " + std::to_string(other);
+    }
+  }
+  if (!differing.empty()) {
+    throw std::invalid_argument(
+        "fabric::shard: every rank must pass the indices of the same dataset, but rank 0 has " +
+        std::to_string(length) + " indices and " + differing +
+        ". Build the index list from the same dataset on every rank (shard broadcasts rank 0's "
+        "order and gives each rank its share of it)");
+  }
+  if (length == 0) return order;
+  auto values = torch::empty({length}, torch::kLong);
+  if (global_rank() == 0) std::memcpy(values.data_ptr<int64_t>(), order.data(), order.size() * sizeof(int64_t));
+  std::vector<at::Tensor> tensors{values.to(state.device)};
+  c10d::BroadcastOptions broadcast_options;
+  broadcast_options.rootRank = 0;
+  state.collective("fabric.shard()",
+                   [&] { state.group->broadcast(tensors, broadcast_options)->wait(); });
+  const auto received = tensors[0].cpu();
+  std::memcpy(order.data(), received.data_ptr<int64_t>(), order.size() * sizeof(int64_t));
+  return order;
 }
 
 void Fabric::barrier(const std::string& name) {

@@ -358,7 +358,8 @@ void Fabric::backward(const torch::Tensor& loss, const torch::Tensor& gradient,
   // loss reaches only some of them, and the strategy acts only on those it
   // reaches (a DDP Reducer armed for a backward that never reaches its
   // parameters would wait for their gradients forever).
-  std::unordered_set<const torch::autograd::Node*> reached;
+  detail::BackwardGraph graph;
+  auto& reached = graph.nodes;
   const bool scaling = state.scaler.active;
   if ((state.strategy->needs_reached_models() || scaling) && loss.grad_fn()) {
     std::vector<const torch::autograd::Node*> pending{loss.grad_fn().get()};
@@ -372,10 +373,9 @@ void Fabric::backward(const torch::Tensor& loss, const torch::Tensor& gradient,
       }
     }
   }
-  auto reaches_any = [&reached](const detail::NamedParameters& parameters) {
+  auto reaches_any = [&graph](const detail::NamedParameters& parameters) {
     for (const auto& parameter : parameters) {
-      const auto accumulator = torch::autograd::impl::try_get_grad_accumulator(parameter.second);
-      if (accumulator && reached.count(accumulator.get()) > 0) return true;
+      if (graph.reaches(parameter.second)) return true;
     }
     return false;
   };
@@ -388,7 +388,7 @@ void Fabric::backward(const torch::Tensor& loss, const torch::Tensor& gradient,
     for (const auto& model : state.models) {
       if (!reaches_any(model.parameters)) continue;
       const bool synchronized = model.no_sync_depth == 0;
-      models.push_back({model.address, synchronized});
+      models.push_back({model.address, synchronized, &graph});
       if (!synchronized) continue;
       std::vector<at::Tensor> parameters;
       for (const auto& item : model.parameters) parameters.push_back(item.second);
@@ -412,6 +412,8 @@ void Fabric::backward(const torch::Tensor& loss, const torch::Tensor& gradient,
     }
   }
 
+  // Outside the collective: an error here involves no other rank.
+  state.strategy->check_backward(models);
   state.collective("fabric.backward()", [&] {
     state.strategy->before_backward(models, loss);
     if (scaling) {

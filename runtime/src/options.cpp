@@ -10,9 +10,14 @@
 namespace fabric {
 namespace {
 
+// What choosing a name sets besides the option itself: Lightning's
+// "ddp_find_unused_parameters_true" is "ddp" with find_unused_parameters.
+enum class AlsoSets { nothing, find_unused_parameters, no_find_unused_parameters };
+
 struct NamedValue {
   const char* name;       // what a user may write
   const char* canonical;  // what the getter returns
+  AlsoSets also_sets = AlsoSets::nothing;
 };
 
 // A name Lightning knows that this build does not accept, and why: nullptr
@@ -58,6 +63,8 @@ const ChoiceSet& strategy_choices() {
       "strategy",
       {{"auto", "auto"},
        {"ddp", "ddp"},
+       {"ddp_find_unused_parameters_true", "ddp", AlsoSets::find_unused_parameters},
+       {"ddp_find_unused_parameters_false", "ddp", AlsoSets::no_find_unused_parameters},
        {"single_device", "single_device"},
        {"single-device", "single_device"},
        {"zero2", "zero2"},
@@ -148,11 +155,11 @@ std::string describe_value(const ChoiceSet& set, const std::string& value,
   return text;
 }
 
-std::string canonical_choice(const ChoiceSet& set, const std::string& raw,
-                             const std::string& origin) {
+const NamedValue& accepted_choice(const ChoiceSet& set, const std::string& raw,
+                                  const std::string& origin) {
   const std::string value = lowercase(trimmed(raw));
   for (const auto& accepted : set.accepted) {
-    if (value == accepted.name) return accepted.canonical;
+    if (value == accepted.name) return accepted;
   }
   for (const auto& planned : set.not_yet_available) {
     if (value == planned.name) {
@@ -186,6 +193,18 @@ std::string canonical_choice(const ChoiceSet& set, const std::string& raw,
     message += ".";
   }
   throw std::invalid_argument(message + " " + valid_values_text(set));
+}
+
+std::string canonical_choice(const ChoiceSet& set, const std::string& raw,
+                             const std::string& origin) {
+  return accepted_choice(set, raw, origin).canonical;
+}
+
+// A strategy name may also choose find_unused_parameters; a plain name
+// ("ddp") leaves whatever the code chose.
+void apply_also_sets(const NamedValue& value, bool& find_unused_parameters) {
+  if (value.also_sets == AlsoSets::find_unused_parameters) find_unused_parameters = true;
+  if (value.also_sets == AlsoSets::no_find_unused_parameters) find_unused_parameters = false;
 }
 
 [[noreturn]] void throw_invalid_devices(const std::string& spec, const std::string& why) {
@@ -333,7 +352,9 @@ Options& Options::num_nodes(int count) {
 }
 
 Options& Options::strategy(std::string value) {
-  strategy_ = canonical_choice(strategy_choices(), value, "");
+  const NamedValue& choice = accepted_choice(strategy_choices(), value, "");
+  strategy_ = choice.canonical;
+  apply_also_sets(choice, find_unused_parameters_);
   return *this;
 }
 
@@ -373,7 +394,9 @@ Options& Options::override_from_environment() {
     updated.accelerator_ = canonical_choice(accelerator_choices(), value, "LT_ACCELERATOR");
   }
   if (const char* value = variable("LT_STRATEGY")) {
-    updated.strategy_ = canonical_choice(strategy_choices(), value, "LT_STRATEGY");
+    const NamedValue& choice = accepted_choice(strategy_choices(), value, "LT_STRATEGY");
+    updated.strategy_ = choice.canonical;
+    apply_also_sets(choice, updated.find_unused_parameters_);
   }
   if (const char* value = variable("LT_PRECISION")) {
     updated.precision_ = canonical_choice(precision_choices(), value, "LT_PRECISION");

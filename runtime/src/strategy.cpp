@@ -3,7 +3,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <stdexcept>
+#include <unordered_map>
 
 namespace fabric {
 namespace detail {
@@ -42,11 +44,83 @@ void DdpStrategy::setup_module(const torch::nn::Module& module, const NamedParam
   auto per_bucket_size_limits = std::move(std::get<1>(assignment));
   std::reverse(bucket_indices.begin(), bucket_indices.end());
   std::reverse(per_bucket_size_limits.begin(), per_bucket_size_limits.end());
-  auto reducer = c10d_compat::make_reducer(
+  // The names go into the Reducer's own messages (TORCH_DISTRIBUTED_DEBUG).
+  std::unordered_map<size_t, std::string> names;
+  for (size_t i = 0; i < trained.size(); ++i) names.emplace(i, trained[i].first);
+  std::shared_ptr<c10d::Reducer> reducer = c10d_compat::make_reducer(
       std::move(parameters), std::move(bucket_indices), std::move(per_bucket_size_limits),
       context_.group, static_cast<int64_t>(bucket), static_cast<int64_t>(first_bucket),
-      context_.options.find_unused_parameters());
-  reducers_.push_back({&module, std::move(reducer)});
+      context_.options.find_unused_parameters(), std::move(names));
+  // PyTorch's DDP gives every Reducer a c10d::Logger, and the Reducer relies
+  // on it: with find_unused_parameters, the first time the set of unused
+  // parameters changes between iterations (a head used on some steps only)
+  // it calls its logger without checking that there is one (1.13 and 2.x),
+  // which crashed the process.
+  auto logger = std::make_shared<c10d::Logger>(reducer);
+  reducer->set_logger(logger);
+  reducers_.push_back({&module, trained, std::move(reducer), std::move(logger)});
+}
+
+void DdpStrategy::check_backward(const std::vector<ReachedModel>& models) const {
+  // Without find_unused_parameters the Reducer waits for a gradient of every
+  // parameter it watches; one this backward does not reach would leave its
+  // bucket unreduced and the ranks out of sync. Said here, naming them,
+  // before anything is armed or sent.
+  if (context_.options.find_unused_parameters()) return;
+  std::vector<std::string> unreached;
+  std::vector<std::string> frozen_since_setup;
+  for (const auto& model : reducers_) {
+    const auto reached = std::find_if(models.begin(), models.end(), [&](const ReachedModel& item) {
+      return item.module == model.module && item.synchronized && item.graph != nullptr;
+    });
+    if (reached == models.end()) continue;  // not armed for this backward
+    for (const auto& [name, parameter] : model.parameters) {
+      if (reached->graph->reaches(parameter)) continue;
+      unreached.push_back(name);
+      if (!parameter.requires_grad()) frozen_since_setup.push_back(name);
+    }
+  }
+  if (unreached.empty()) return;
+  // All of them would be too many for one line on a large model.
+  constexpr size_t kNamesShown = 12;
+  auto listed = [](const std::vector<std::string>& names) {
+    std::string text;
+    for (size_t i = 0; i < names.size() && i < kNamesShown; ++i) {
+      text += (i > 0 ? ", " : "") + names[i];
+    }
+    if (names.size() > kNamesShown) {
+      text += " and " + std::to_string(names.size() - kNamesShown) + " more";
+    }
+    return text;
+  };
+  std::string frozen;
+  if (!frozen_since_setup.empty()) {
+    frozen = " (of these, " + listed(frozen_since_setup) +
+             (frozen_since_setup.size() == 1 ? " had" : " have") +
+             " requires_grad turned off after fabric.setup(): freeze parameters before "
+             "fabric.setup(), which then leaves them out)";
+  }
+  const std::string enable =
+      context_.strategy == "ddp"
+          ? "construct the Fabric with strategy \"ddp_find_unused_parameters_true\" (or "
+            "fabric::Options().find_unused_parameters(true); fabric-run --strategy "
+            "ddp_find_unused_parameters_true and LT_STRATEGY work too)"
+          : "construct the Fabric with fabric::Options().find_unused_parameters(true)";
+  throw std::runtime_error(
+      "fabric.backward(): on rank " + std::to_string(context_.rank) + ", " +
+      std::to_string(unreached.size()) + " trained parameter" +
+      (unreached.size() == 1 ? " of a set-up model gets" : "s of a set-up model get") +
+      " no gradient in this backward (the loss does not depend on them): " + listed(unreached) +
+      frozen +
+      ". Under strategy '" + context_.strategy +
+      "' a bucket of gradients is all-reduced once every parameter in it has its gradient, so "
+      "theirs never would be and the ranks would train different models. If the model uses "
+      "some parameters only on some steps (a branch or a head taken on some iterations or "
+      "inputs), " +
+      enable +
+      ": the parameters a backward does not reach are then found by a search of its graph "
+      "before it runs. If they are never trained, set requires_grad(false) on them before "
+      "fabric.setup(), or remove them");
 }
 
 void DdpStrategy::before_backward(const std::vector<ReachedModel>& models,
@@ -59,6 +133,10 @@ void DdpStrategy::before_backward(const std::vector<ReachedModel>& models,
   // no_backward_sync, is not armed: a Reducer armed for a backward that
   // never reaches its parameters would wait for them forever, and an unarmed
   // one lets gradients accumulate locally.
+  if (context_.options.find_unused_parameters() &&
+      !c10d_compat::kReducerCountsUsageUnderNoSync) {
+    note_reached_parameters(models);
+  }
   for (auto& model : reducers_) {
     const bool armed = std::any_of(models.begin(), models.end(), [&](const ReachedModel& reached) {
       return reached.module == model.module && reached.synchronized;
@@ -86,6 +164,97 @@ void DdpStrategy::before_backward(const std::vector<ReachedModel>& models,
           "parameter take part in the loss, or set requires_grad(false) on the unused ones "
           "before fabric.setup(). Reducer: " +
           message.substr(0, message.find('\n')));
+    }
+  }
+}
+
+void DdpStrategy::note_reached_parameters(const std::vector<ReachedModel>& models) {
+  for (auto& model : reducers_) {
+    const auto reached = std::find_if(models.begin(), models.end(), [&](const ReachedModel& item) {
+      return item.module == model.module && item.graph != nullptr;
+    });
+    if (reached == models.end()) continue;
+    const size_t count = model.parameters.size();
+    if (!reached->synchronized) {
+      model.reached_without_sync.resize(count, 0);
+      for (size_t i = 0; i < count; ++i) {
+        if (reached->graph->reaches(model.parameters[i].second)) model.reached_without_sync[i] = 1;
+      }
+      model.accumulated = true;
+    } else if (model.accumulated) {
+      // Read now: the graph is freed while backward runs.
+      model.reached_by_sync.assign(count, 0);
+      for (size_t i = 0; i < count; ++i) {
+        model.reached_by_sync[i] = reached->graph->reaches(model.parameters[i].second) ? 1 : 0;
+      }
+      model.average_after_backward = true;
+    }
+  }
+}
+
+void DdpStrategy::after_backward(const std::vector<ReachedModel>& models) {
+  (void)models;
+  for (auto& model : reducers_) {
+    if (!model.average_after_backward) continue;
+    average_gradients_used_only_without_sync(model);
+    model.average_after_backward = false;
+    model.accumulated = false;
+    model.reached_without_sync.clear();
+    model.reached_by_sync.clear();
+  }
+}
+
+void DdpStrategy::average_gradients_used_only_without_sync(ModelReducer& model) {
+  // Every rank ran micro-batches under no_backward_sync before this
+  // backward (the same loop), so every rank is here: one all-reduce (max)
+  // of [used in any pass since the last sync, reached by this one].
+  const size_t count = model.parameters.size();
+  auto usage = at::zeros({static_cast<int64_t>(2 * count)}, at::kInt);
+  auto* flags = usage.data_ptr<int32_t>();
+  for (size_t i = 0; i < count; ++i) {
+    const bool without_sync = i < model.reached_without_sync.size() && model.reached_without_sync[i];
+    flags[i] = without_sync || model.reached_by_sync[i] ? 1 : 0;
+    flags[count + i] = model.reached_by_sync[i];
+  }
+  std::vector<at::Tensor> usage_tensors{usage.to(context_.device)};
+  c10d::AllreduceOptions max_options;
+  max_options.reduceOp = c10d::ReduceOp::MAX;
+  context_.group->allreduce(usage_tensors, max_options)->wait();
+  const auto global = usage_tensors[0].cpu();
+  const auto* global_flags = global.data_ptr<int32_t>();
+
+  // One flat sum per dtype; a rank without a gradient adds zeros.
+  at::NoGradGuard no_grad;
+  std::map<at::ScalarType, std::vector<size_t>> by_dtype;
+  for (size_t i = 0; i < count; ++i) {
+    if (global_flags[i] != 0 && global_flags[count + i] == 0) {
+      by_dtype[model.parameters[i].second.scalar_type()].push_back(i);
+    }
+  }
+  for (const auto& [dtype, members] : by_dtype) {
+    std::vector<at::Tensor> pieces;
+    for (size_t i : members) {
+      const auto& parameter = model.parameters[i].second;
+      const auto& gradient = parameter.grad();
+      pieces.push_back(gradient.defined()
+                           ? gradient.reshape({-1})
+                           : at::zeros({parameter.numel()}, at::TensorOptions()
+                                                                .dtype(parameter.scalar_type())
+                                                                .device(parameter.device())));
+    }
+    std::vector<at::Tensor> flat{at::cat(pieces)};
+    context_.group->allreduce(flat)->wait();  // SUM
+    flat[0].div_(context_.world_size);
+    int64_t offset = 0;
+    for (size_t i : members) {
+      auto& parameter = model.parameters[i].second;
+      const auto average = flat[0].narrow(0, offset, parameter.numel()).view(parameter.sizes());
+      offset += parameter.numel();
+      if (parameter.grad().defined()) {
+        parameter.mutable_grad().copy_(average);
+      } else {
+        parameter.mutable_grad() = average.clone();
+      }
     }
   }
 }

@@ -26,6 +26,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -42,11 +43,27 @@ struct StrategyContext {
   torch::Device device{torch::kCPU};
 };
 
+// The autograd nodes a backward will run: everything its loss reaches.
+// Built by Fabric::backward when the strategy needs_reached_models().
+struct BackwardGraph {
+  std::unordered_set<const torch::autograd::Node*> nodes;
+  // Whether the backward reaches `parameter`, i.e. will accumulate a
+  // gradient into it (its AccumulateGrad node is in the graph; a parameter
+  // that no graph ever used has none yet).
+  bool reaches(const at::Tensor& parameter) const {
+    const auto accumulator = torch::autograd::impl::try_get_grad_accumulator(parameter);
+    return accumulator && nodes.count(accumulator.get()) > 0;
+  }
+};
+
 // A set-up model that a backward's graph reaches; `synchronized` is false
-// under no_backward_sync (gradients then accumulate locally).
+// under no_backward_sync (gradients then accumulate locally). `graph` is the
+// backward's graph: read it in check_backward and before_backward; once
+// backward has run, its nodes may be freed and their addresses reused.
 struct ReachedModel {
   const torch::nn::Module* module;
   bool synchronized;
+  const BackwardGraph* graph = nullptr;
 };
 
 using NamedParameters = std::vector<std::pair<std::string, at::Tensor>>;
@@ -69,6 +86,9 @@ class Strategy {
 
   // Whether backward() must find out which set-up models the loss reaches.
   virtual bool needs_reached_models() const { return false; }
+  // Called before backward's collective: throws (std::runtime_error) when
+  // this backward cannot be synchronized, before any rank communicates.
+  virtual void check_backward(const std::vector<ReachedModel>& models) const { (void)models; }
   // Around loss.backward(), in one collective.
   virtual void before_backward(const std::vector<ReachedModel>& models, const at::Tensor& loss) {
     (void)models;
@@ -127,14 +147,34 @@ class DdpStrategy : public Strategy {
   ~DdpStrategy() override;
   void setup_module(const torch::nn::Module& module, const NamedParameters& trained) override;
   bool needs_reached_models() const override { return !reducers_.empty(); }
+  void check_backward(const std::vector<ReachedModel>& models) const override;
   void before_backward(const std::vector<ReachedModel>& models, const at::Tensor& loss) override;
+  void after_backward(const std::vector<ReachedModel>& models) override;
   void forget_module(const torch::nn::Module* module) override;
 
  private:
   struct ModelReducer {
     const torch::nn::Module* module = nullptr;
-    std::unique_ptr<c10d::Reducer> reducer;
+    NamedParameters parameters;  // what the Reducer waits for, in its order
+    std::shared_ptr<c10d::Reducer> reducer;
+    // Declared after the Reducer, so destroyed before it (its destructor
+    // reads the Reducer). See setup_module.
+    std::shared_ptr<c10d::Logger> logger;
+    // find_unused_parameters where the Reducer ignores backward passes under
+    // no_backward_sync (c10d_compat::kReducerCountsUsageUnderNoSync): which
+    // parameters such passes reached since the last synchronized backward,
+    // and which the synchronized backward now running reaches.
+    std::vector<char> reached_without_sync;
+    std::vector<char> reached_by_sync;
+    bool accumulated = false;       // a backward ran under no_backward_sync since the last sync
+    bool average_after_backward = false;
   };
+  // Records what backward passes reach, for the case above.
+  void note_reached_parameters(const std::vector<ReachedModel>& models);
+  // After the synchronized backward: averages across ranks the gradients
+  // of the parameters some rank used under no_backward_sync that the
+  // synchronized backward reached on no rank (the Reducer left them local).
+  void average_gradients_used_only_without_sync(ModelReducer& model);
   std::vector<ModelReducer> reducers_;
 };
 

@@ -136,6 +136,9 @@ class ShardedStrategy : public Strategy {
   }
 
   bool needs_reached_models() const override { return !models_.empty(); }
+  void check_backward(const std::vector<ReachedModel>& models) const override {
+    if (stage_ == 1) all_reduce_->check_backward(models);  // zero2 reduces what there is
+  }
   bool shards_gradients() const override { return stage_ == 2 && context_.group; }
 
   void before_backward(const std::vector<ReachedModel>& models, const at::Tensor& loss) override {
@@ -163,7 +166,10 @@ class ShardedStrategy : public Strategy {
   }
 
   void after_backward(const std::vector<ReachedModel>& models) override {
-    if (stage_ == 1) return;  // the Reducer finished inside backward
+    if (stage_ == 1) {  // the Reducer finished inside backward
+      all_reduce_->after_backward(models);
+      return;
+    }
     for (const auto& reached : models) {
       if (!reached.synchronized) continue;
       Model* model = find(reached.module);

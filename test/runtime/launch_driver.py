@@ -70,6 +70,13 @@
       "fabric: sync check passed: ..." once; a rank that changes a parameter
       behind the Fabric's back ends the job with the step, the parameter and
       the ranks; without the variable nothing is printed.
+  launch_driver.py unused_uncaught PROGRAM
+      A head left unused on every rank, or on rank 1 only, under ddp without
+      find_unused_parameters, and the program does not catch the error:
+      with FABRIC_CHECK_SYNC=1 the job ends within 15 s, non-zero, with the
+      message naming head2.weight and head2.bias (from each rank that left
+      them unused) and the strategy name that fixes it; the sync check's
+      failure never shows, no process is left.
   launch_driver.py load_fresh PROGRAM
       try { fabric.load } catch (const c10::Error&) on 1 and 2 ranks.
 
@@ -1043,6 +1050,42 @@ def sync_check(program):
         report("sync check off", f"exit code {code}:\n{stderr}")
 
 
+def unused_uncaught(program):
+    """A parameter left unused under ddp without find_unused_parameters, the
+    error not caught by the program: the job ends promptly with the message
+    naming the parameters and the fix, not with the sync check's."""
+    on = dict(os.environ, FABRIC_CHECK_SYNC="1")
+    named = (r"fabric\.backward\(\): on rank {rank}, 2 trained parameters of a set-up model get no "
+             r"gradient in this backward \(the loss does not depend on them\): head2\.weight, "
+             r"head2\.bias\.")
+    for case, extra, ranks in (("every rank leaves head2 unused", [], (0, 1)),
+                               ("rank 1 leaves head2 unused", ["--unused-rank=1"], (1,))):
+        marker = f"--marker={uuid.uuid4().hex}"
+        start = time.monotonic()
+        code, _, stderr = run_job(case, [program, "unused", "--devices=2", "--uncaught=1", marker] + extra,
+                                  timeout=60, env=on)
+        elapsed = time.monotonic() - start
+        if code == 0:
+            report(case, f"the job exited 0:\n{stderr}")
+        for rank in ranks:
+            if not re.search(named.format(rank=rank), stderr):
+                report(case, f"no message for rank {rank} naming head2.weight and head2.bias:\n{stderr}")
+        if 'strategy "ddp_find_unused_parameters_true"' not in stderr:
+            report(case, f"the message does not say how to enable find_unused_parameters:\n{stderr}")
+        for wrong in ("sync check (FABRIC_CHECK_SYNC) failed", "different collectives", "sync check passed"):
+            if wrong in stderr:
+                report(case, f"stderr has {wrong!r}:\n{stderr}")
+        if elapsed > DEADLINE_S:
+            report(case, f"took {elapsed:.1f} s (limit {DEADLINE_S} s)")
+        time.sleep(0.5)
+        leftovers = processes_with_argument(marker)
+        if leftovers:
+            report(case, f"processes left behind: {leftovers}")
+            for pid in leftovers:
+                os.kill(pid, 9)
+        print(f"{case}: the job ended in {elapsed:.1f} s (exit {code}) naming the parameters")
+
+
 def load_fresh(program):
     for devices in (1, 2):
         with tempfile.TemporaryDirectory() as directory:
@@ -1061,6 +1104,7 @@ def main():
                 "divergence_external": (divergence_external, 4), "late_work": (late_work, 3),
                 "paths": (paths, 3), "paths_external": (paths_external, 4),
                 "warnings": (warnings, 3), "sync_check": (sync_check, 3),
+                "unused_uncaught": (unused_uncaught, 3),
                 "load_fresh": (load_fresh, 3)}
     if len(sys.argv) < 2 or sys.argv[1] not in commands or len(sys.argv) != commands[sys.argv[1]][1]:
         print(__doc__)

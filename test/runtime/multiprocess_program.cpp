@@ -62,6 +62,19 @@
 //   fabric_multiprocess_program sync [--perturb-rank=R --perturb-step=K] [--strategy=S]
 //       6 fabric.step()s (FABRIC_CHECK_SYNC is the driver's); rank R
 //       changes a parameter outside the Fabric after step K.
+//   fabric_multiprocess_program unused [--devices=N] [--strategy=S] [--find-unused=0|1]
+//       [--uncaught=1 [--unused-rank=R]]
+//       a model whose second head is used on some steps only: without
+//       find_unused_parameters the backward that leaves it unused throws,
+//       naming head2.weight and head2.bias (zero2: no error); with it the
+//       ranks stay in sync, gradients are the ranks' average (head2 used on
+//       one rank only, or under no_backward_sync only). --uncaught: the
+//       error leaves main (rank R only, or every rank, skips head2).
+//   fabric_multiprocess_program index_sampler [--devices=N]
+//       fabric.index_sampler() and fabric.shard() over 1001 samples: the same
+//       permutation on every rank, strided shares, padded to equal counts
+//       or an exact partition, a new order each epoch; shard() of vectors
+//       each rank shuffled with its own seed.
 #include <fabric/fabric.h>
 
 #include <unistd.h>
@@ -75,6 +88,9 @@
 #include <iostream>
 #include <iterator>
 #include <limits>
+#include <map>
+#include <numeric>
+#include <random>
 #include <set>
 #include <string>
 #include <thread>
@@ -95,6 +111,8 @@ struct Arguments {
   std::string precision = "32-true";
   double bucket_cap_mb = 25;
   bool find_unused = false;
+  bool uncaught = false;
+  int unused_rank = -1;
   int timeout_ms = 0;
   int stop_rank = -1;
   int stop_step = 0;
@@ -126,6 +144,8 @@ Arguments parse_arguments(int argc, char** argv) {
     if (name == "--precision") arguments.precision = value;
     if (name == "--bucket-cap-mb") arguments.bucket_cap_mb = std::stod(value);
     if (name == "--find-unused") arguments.find_unused = value == "1";
+    if (name == "--uncaught") arguments.uncaught = value == "1";
+    if (name == "--unused-rank") arguments.unused_rank = std::stoi(value);
     if (name == "--timeout-ms") arguments.timeout_ms = std::stoi(value);
     if (name == "--stop-rank") arguments.stop_rank = std::stoi(value);
     if (name == "--stop-step") arguments.stop_step = std::stoi(value);
@@ -1144,43 +1164,366 @@ int run_zero_checks(const Arguments& arguments) {
   return 0;
 }
 
-// DDP with a parameter that no backward reaches: a clear error without
-// find_unused_parameters, training in sync with it.
+// A model whose second head takes part only on some steps (a branch, not a
+// frozen part: `frozen` has requires_grad false and is used every step).
+struct TwoHeadNetImpl : torch::nn::Module {
+  TwoHeadNetImpl()
+      : frozen(register_module("frozen", torch::nn::Linear(8, 8))),
+        body(register_module("body", torch::nn::Linear(8, 16))),
+        head1(register_module("head1", torch::nn::Linear(16, 4))),
+        head2(register_module("head2", torch::nn::Linear(16, 4))) {
+    for (auto& parameter : frozen->parameters()) parameter.requires_grad_(false);
+  }
+  torch::Tensor forward(const torch::Tensor& x, bool use_head2) {
+    const auto hidden = torch::tanh(body(frozen(x)));
+    auto output = head1(hidden);
+    if (use_head2) output = output + head2(hidden);
+    return output;
+  }
+  torch::nn::Linear frozen, body, head1, head2;
+};
+TORCH_MODULE(TwoHeadNet);
+
+// Every trained parameter's gradient, by name (undefined ones as zeros).
+std::map<std::string, torch::Tensor> gradients_of(torch::nn::Module& module) {
+  std::map<std::string, torch::Tensor> gradients;
+  for (const auto& item : module.named_parameters()) {
+    if (!item.value().requires_grad()) continue;
+    const auto& gradient = item.value().grad();
+    gradients[item.key()] =
+        gradient.defined() ? gradient.detach().clone() : torch::zeros_like(item.value());
+  }
+  return gradients;
+}
+
+// Compares the set-up model's gradients after a synchronized backward with
+// the average over the ranks of what a plain copy computed locally (what
+// DDP's result must be).
+void check_averaged_gradients(fabric::Fabric& fabric, torch::nn::Module& model,
+                              torch::nn::Module& local_copy, const std::string& what) {
+  const auto actual = gradients_of(model);
+  for (const auto& [name, local] : gradients_of(local_copy)) {
+    const auto expected = fabric.all_reduce(local, fabric::ReduceOp::Mean);
+    const auto found = actual.find(name);
+    check(found != actual.end(), what + ": no gradient for " + name);
+    const double error = (found->second - expected).abs().max().item<double>();
+    check(error <= 1e-5 * (1 + expected.abs().max().item<double>()),
+          what + ": the gradient of " + name + " differs from the ranks' average by " +
+              std::to_string(error));
+  }
+}
+
+// Parameters used on some steps only (issue 26): without
+// find_unused_parameters, the first backward that leaves a trained
+// parameter unused throws on every rank before anything is reduced, naming
+// the parameters and the fix; with it (Options, or the strategy name
+// "ddp_find_unused_parameters_true"), the ranks stay in sync through such
+// steps, also with gradient accumulation and with a parameter used on one
+// rank only. "zero2" needs no option. Run with FABRIC_CHECK_SYNC=1 (ctest),
+// every fabric.step() is checked too. --uncaught: the error leaves main, as
+// in a program that does not expect it (--unused-rank=R: only rank R leaves
+// head2 unused).
 int run_unused_checks(const Arguments& arguments) {
-  fabric::Fabric fabric(fabric::Options()
-                            .accelerator("cpu")
-                            .devices(arguments.devices)
-                            .find_unused_parameters(arguments.find_unused));
+  auto options = fabric::Options().accelerator("cpu").devices(arguments.devices).strategy(
+      arguments.strategy);
+  if (arguments.find_unused) options.find_unused_parameters(true);
+  fabric::Fabric fabric(options);
   fabric.launch();
   this_rank = fabric.global_rank();
+  const int rank = this_rank;
+  const std::string strategy = fabric.options().strategy();
+  const bool find_unused = fabric.options().find_unused_parameters();
+  // The Reducer (ddp, zero1) needs every parameter's gradient; zero2 reduces
+  // what there is after backward.
+  const bool expect_error = !find_unused && strategy != "zero2";
   torch::manual_seed(71);
-  Net model;
-  auto unused = model->register_parameter("unused", torch::randn({3}));
+  TwoHeadNet model;
   torch::optim::SGD optimizer(model->parameters(), 0.05);
   fabric.setup(model, optimizer);
-  const auto initial = model->first->weight.detach().clone();
-  std::string error;
-  for (int step = 0; step < 4 && error.empty(); ++step) {
-    torch::manual_seed(710 + 10 * step + fabric.global_rank());
+  auto batch = [&](int step) {
+    torch::manual_seed(710 + 10 * step + rank);  // different data on every rank
+    return torch::randn({6, 8});
+  };
+  auto train_step = [&](int step, bool use_head2) {
     optimizer.zero_grad();
-    error = error_of([&] {
-      fabric.backward(model->forward(torch::randn({6, 8})).pow(2).mean());
-      fabric.step(optimizer);
-    });
-  }
-  if (!arguments.find_unused) {
-    check_error(error, "find_unused_parameters(true)",
-                "an unused parameter without find_unused_parameters");
-    fabric.print("unused parameter without find_unused_parameters: error seen");
+    fabric.backward(model->forward(batch(step), use_head2).pow(2).mean());
+    fabric.step(optimizer);
+  };
+
+  if (arguments.uncaught) {
+    train_step(0, true);
+    const bool skip = arguments.unused_rank < 0 || arguments.unused_rank == rank;
+    std::fprintf(stderr, "test: rank %d %s head2 at step 1\n", rank, skip ? "skips" : "uses");
+    train_step(1, !skip);
+    train_step(2, true);
+    fabric.print("unused scenario (uncaught) done");
     return 0;
   }
-  check(error.empty(), "training with find_unused_parameters failed: " + error);
-  check(!torch::equal(initial, model->first->weight.detach()), "training did not change weights");
-  check(!model->named_parameters()["unused"].grad().defined() ||
-            model->named_parameters()["unused"].grad().abs().sum().item<double>() == 0,
-        "the unused parameter got a gradient");
-  check(identical_across_ranks(fabric, *model), "ranks differ with find_unused_parameters");
-  fabric.print("find_unused_parameters: trained in sync");
+
+  // Both heads: nothing unused.
+  train_step(0, true);
+  // Gradient accumulation: a micro-batch without head2 under
+  // no_backward_sync, then one with it, is no unused parameter.
+  optimizer.zero_grad();
+  {
+    auto no_sync = fabric.no_backward_sync(model);
+    fabric.backward(model->forward(batch(1), false).pow(2).mean());
+  }
+  fabric.backward(model->forward(batch(2), true).pow(2).mean());
+  fabric.step(optimizer);
+  check(identical_across_ranks(fabric, *model), "ranks differ after accumulating gradients");
+
+  if (expect_error) {
+    const auto before = module_state(*model);
+    optimizer.zero_grad();
+    const std::string error =
+        error_of([&] { fabric.backward(model->forward(batch(3), false).pow(2).mean()); });
+    const std::string what = "head2 unused under '" + strategy + "' without find_unused_parameters";
+    check_error(error, "head2.weight, head2.bias", what);
+    check_error(error, "2 trained parameters of a set-up model get no gradient", what);
+    check_error(error, "on rank " + std::to_string(rank), what);
+    check_error(error, "find_unused_parameters(true)", what);
+    if (strategy == "ddp") check_error(error, "\"ddp_find_unused_parameters_true\"", what);
+    check(error.find("body.") == std::string::npos && error.find("head1.") == std::string::npos &&
+              error.find("frozen.") == std::string::npos,
+          what + ": the message names parameters that were used or frozen: " + error);
+    // Thrown before backward ran: no gradient, nothing reduced, and the job
+    // goes on in sync when the next step uses every parameter.
+    for (const auto& parameter : model->parameters()) {
+      check(!parameter.grad().defined() || parameter.grad().abs().sum().item<double>() == 0,
+            what + ": a gradient was computed before the error");
+    }
+    const auto after = module_state(*model);
+    for (size_t i = 0; i < before.size(); ++i) {
+      check(torch::equal(before[i], after[i]), what + ": the model changed");
+    }
+    train_step(4, true);
+    check(identical_across_ranks(fabric, *model), what + ": ranks differ after the error");
+
+    // A parameter frozen after setup is unused too, and said to be.
+    model->head1->bias.requires_grad_(false);
+    optimizer.zero_grad();
+    const std::string frozen_error =
+        error_of([&] { fabric.backward(model->forward(batch(5), true).pow(2).mean()); });
+    check_error(frozen_error, "head1.bias had requires_grad turned off after fabric.setup()",
+                "a parameter frozen after setup");
+    model->head1->bias.requires_grad_(true);
+    train_step(6, true);
+    check(identical_across_ranks(fabric, *model), "ranks differ after the frozen case");
+    fabric.print("unused parameter without find_unused_parameters (" + strategy +
+                 "): error names head2.weight, head2.bias");
+    return 0;
+  }
+
+  // In sync through steps that leave head2 out (on every rank).
+  for (int step = 3; step < 9; ++step) {
+    const bool use_head2 = step % 2 == 0;
+    const auto head2_before = model->head2->weight.detach().clone();
+    const auto head1_before = model->head1->weight.detach().clone();
+    train_step(step, use_head2);
+    check(!torch::equal(head1_before, model->head1->weight.detach()), "head1 was not trained");
+    check(torch::equal(head2_before, model->head2->weight.detach()) == !use_head2,
+          use_head2 ? "head2 was not trained on a step that used it"
+                    : "head2 changed on a step that did not use it");
+    check(identical_across_ranks(fabric, *model),
+          "ranks differ after step " + std::to_string(step) + " (" + strategy + ")");
+  }
+
+  // A plain copy of the model (not set up) gives each rank's local
+  // gradients; the set-up model's must be their average over the ranks
+  // (ddp, zero1: every rank holds them; zero2: checked through the step),
+  // and the SGD step must apply that average.
+  TwoHeadNet local_copy;
+  auto start_from_model = [&] {
+    torch::NoGradGuard no_grad;
+    const auto from = module_state(*model);
+    const auto to = module_state(*local_copy);
+    for (size_t i = 0; i < from.size(); ++i) to[i].copy_(from[i]);
+    for (auto& parameter : model->parameters()) parameter.mutable_grad() = torch::Tensor();
+    for (auto& parameter : local_copy->parameters()) parameter.mutable_grad() = torch::Tensor();
+  };
+  auto check_step_applied_average = [&](const std::string& what) {
+    if (strategy != "zero2") check_averaged_gradients(fabric, *model, *local_copy, what);
+    const auto expected_gradients = gradients_of(*local_copy);
+    std::map<std::string, torch::Tensor> before;
+    for (const auto& item : model->named_parameters()) before[item.key()] = item.value().detach().clone();
+    fabric.step(optimizer);
+    for (const auto& item : model->named_parameters()) {
+      if (!item.value().requires_grad()) continue;
+      const auto average = fabric.all_reduce(expected_gradients.at(item.key()), fabric::ReduceOp::Mean);
+      const auto expected = before[item.key()] - 0.05 * average;
+      const double error = (item.value().detach() - expected).abs().max().item<double>();
+      check(error <= 1e-6, what + ": the step did not apply the ranks' average gradient to " +
+                               item.key() + " (off by " + std::to_string(error) + ")");
+    }
+    check(identical_across_ranks(fabric, *model), what + ": ranks differ after the step");
+  };
+
+  // head2 used on rank 1 only: its gradient is rank 1's divided by the
+  // world size on every rank.
+  start_from_model();
+  fabric.backward(model->forward(batch(9), rank == 1).pow(2).mean());
+  local_copy->forward(batch(9), rank == 1).pow(2).mean().backward();
+  check_step_applied_average("head2 used on rank 1 only (" + strategy + ")");
+
+  // Accumulation: head2 used in the micro-batch under no_backward_sync
+  // only; the synchronized backward must still average its gradient.
+  start_from_model();
+  {
+    auto no_sync = fabric.no_backward_sync(model);
+    fabric.backward(model->forward(batch(10), true).pow(2).mean());
+  }
+  fabric.backward(model->forward(batch(11), false).pow(2).mean());
+  local_copy->forward(batch(10), true).pow(2).mean().backward();
+  local_copy->forward(batch(11), false).pow(2).mean().backward();
+  check_step_applied_average("head2 used under no_backward_sync only (" + strategy + ")");
+
+  // The same with head2 used under no_backward_sync on rank 0 only.
+  start_from_model();
+  {
+    auto no_sync = fabric.no_backward_sync(model);
+    fabric.backward(model->forward(batch(12), rank == 0).pow(2).mean());
+  }
+  fabric.backward(model->forward(batch(13), false).pow(2).mean());
+  local_copy->forward(batch(12), rank == 0).pow(2).mean().backward();
+  local_copy->forward(batch(13), false).pow(2).mean().backward();
+  check_step_applied_average("head2 used under no_backward_sync on rank 0 only (" + strategy + ")");
+
+  train_step(14, false);
+  check(identical_across_ranks(fabric, *model), "ranks differ at the end (" + strategy + ")");
+  fabric.print("parameters unused on some steps (" + strategy +
+               (find_unused ? ", find_unused_parameters" : "") + "): trained in sync");
+  return 0;
+}
+
+// Every rank's vector, in rank order (gathered through the Fabric).
+template <class Index>
+std::vector<std::vector<int64_t>> gather_vectors(fabric::Fabric& fabric,
+                                                 const std::vector<Index>& local) {
+  return gather_indices(fabric, std::vector<int64_t>(local.begin(), local.end()));
+}
+
+// Rank r's share must be the positions r, r + world, ... of `order`
+// (wrapping around past its end when padded).
+void check_strided(const std::vector<std::vector<int64_t>>& shards,
+                   const std::vector<int64_t>& order, const std::string& what) {
+  const size_t world = shards.size();
+  for (size_t r = 0; r < world; ++r) {
+    for (size_t k = 0; k < shards[r].size(); ++k) {
+      check(shards[r][k] == order[(r + k * world) % order.size()],
+            what + ": rank " + std::to_string(r) + "'s element " + std::to_string(k) +
+                " is not position " + std::to_string(r + k * world) + " of the shared order");
+    }
+  }
+}
+
+// Exactly once each of 0..size-1 over all shards (pad = false).
+void check_exact_cover(const std::vector<std::vector<int64_t>>& shards, size_t size,
+                       const std::string& what) {
+  std::vector<int64_t> all;
+  for (size_t r = 0; r < shards.size(); ++r) {
+    const size_t expected = size / shards.size() + (r < size % shards.size() ? 1 : 0);
+    check(shards[r].size() == expected, what + ": rank " + std::to_string(r) + " got " +
+                                            std::to_string(shards[r].size()) + " indices, not " +
+                                            std::to_string(expected));
+    all.insert(all.end(), shards[r].begin(), shards[r].end());
+  }
+  std::sort(all.begin(), all.end());
+  std::vector<int64_t> wanted(size);
+  for (size_t i = 0; i < size; ++i) wanted[i] = static_cast<int64_t>(i);
+  check(all == wanted, what + ": the shards are not a partition of 0.." + std::to_string(size - 1));
+}
+
+// Padded: ceil(size / world) on every rank, every index at least once, and
+// the extra ones are the first positions of the order again.
+void check_padded_cover(const std::vector<std::vector<int64_t>>& shards,
+                        const std::vector<int64_t>& order, const std::string& what) {
+  const size_t world = shards.size();
+  const size_t per_rank = (order.size() + world - 1) / world;
+  std::set<int64_t> seen;
+  for (size_t r = 0; r < world; ++r) {
+    check(shards[r].size() == per_rank, what + ": rank " + std::to_string(r) + " got " +
+                                            std::to_string(shards[r].size()) + " indices, not " +
+                                            std::to_string(per_rank));
+    seen.insert(shards[r].begin(), shards[r].end());
+  }
+  check(seen.size() == order.size(), what + ": not every index is in some shard");
+  check_strided(shards, order, what);
+}
+
+// DistributedIndexSampler through fabric.index_sampler() and fabric.shard()
+// on real ranks (issue 26): a data set of 1001 samples, which no world size
+// of 2 or 3 divides.
+int run_index_sampler_checks(const Arguments& arguments) {
+  fabric::Fabric fabric(fabric::Options().accelerator("cpu").devices(arguments.devices));
+  fabric.launch();
+  this_rank = fabric.global_rank();
+  const size_t world = static_cast<size_t>(fabric.world_size());
+  const size_t size = 1001;
+  check(size % world != 0, "the data set size divides the world size (the check would prove less)");
+
+  const auto sampler = fabric.index_sampler(size);
+  check(sampler.num_replicas() == world && sampler.rank() == static_cast<size_t>(this_rank),
+        "index_sampler does not use the world size and the global rank");
+  const auto order0 = sampler.permutation(0);
+  const auto orders = gather_vectors(fabric, order0);
+  for (const auto& order : orders) {
+    check(order == orders[0], "ranks drew different permutations for epoch 0");
+  }
+  const auto padded0 = gather_vectors(fabric, sampler.indices(0));
+  check_padded_cover(padded0, orders[0], "index_sampler epoch 0, padded");
+  check(sampler.num_samples() == padded0[static_cast<size_t>(this_rank)].size(),
+        "num_samples() is not the number of indices");
+  const auto padded1 = gather_vectors(fabric, sampler.indices(1));
+  check(padded1 != padded0, "epoch 1 has the same order as epoch 0");
+  check_padded_cover(padded1, gather_vectors(fabric, sampler.permutation(1))[0],
+                     "index_sampler epoch 1, padded");
+  check(gather_vectors(fabric, sampler.indices(0)) == padded0, "epoch 0 drawn twice differs");
+
+  const auto evaluation = fabric.index_sampler(size, fabric::IndexSamplerOptions().pad(false));
+  for (size_t epoch : {0, 1}) {
+    const auto shards = gather_vectors(fabric, evaluation.indices(epoch));
+    check_exact_cover(shards, size, "index_sampler epoch " + std::to_string(epoch) + ", pad=false");
+    check_strided(shards, gather_vectors(fabric, evaluation.permutation(epoch))[0],
+                  "index_sampler, pad=false");
+  }
+  const auto in_order = fabric.index_sampler(size, fabric::IndexSamplerOptions().shuffle(false).pad(false));
+  const auto sequential = in_order.indices(3);
+  for (size_t k = 0; k < sequential.size(); ++k) {
+    check(sequential[k] == static_cast<size_t>(this_rank) + k * world,
+          "shuffle(false): not the positions rank, rank + world, ...");
+  }
+
+  // The program's own shuffle, seeded differently on every rank (as with
+  // std::random_device): shard() gives a disjoint cover of rank 0's order.
+  std::vector<size_t> own(size);
+  std::iota(own.begin(), own.end(), size_t{0});
+  std::mt19937 generator(4242 + static_cast<unsigned>(this_rank));
+  std::shuffle(own.begin(), own.end(), generator);
+  const auto own_orders = gather_vectors(fabric, own);
+  for (size_t r = 1; r < world; ++r) {
+    check(own_orders[r] != own_orders[0], "the ranks' own shuffles agree (the check would prove nothing)");
+  }
+  const auto exact = gather_vectors(fabric, fabric.shard(own, /*pad=*/false));
+  check_exact_cover(exact, size, "shard(pad=false) of differently shuffled vectors");
+  check_strided(exact, own_orders[0], "shard(pad=false) takes rank 0's order");
+  const auto padded = gather_vectors(fabric, fabric.shard(own));
+  check_padded_cover(padded, own_orders[0], "shard() of differently shuffled vectors");
+
+  // Other index types come back as they went in.
+  std::vector<int> small(own.begin(), own.end());
+  const std::vector<int> small_shard = fabric.shard(std::move(small), false);
+  check_exact_cover(gather_vectors(fabric, small_shard), size, "shard of std::vector<int>");
+  std::vector<int64_t> wide(own.begin(), own.end());
+  check(gather_vectors(fabric, fabric.shard(wide, false)) == exact, "shard of std::vector<int64_t>");
+
+  // A rank with another number of indices: the same error on every rank.
+  std::vector<size_t> uneven(this_rank == 1 ? size - 1 : size, 0);
+  const std::string error = error_of([&] { fabric.shard(uneven); });
+  check_error(error, "rank 0 has 1001 indices and rank 1 has 1000", "shard of vectors of different lengths");
+  check(fabric.shard(std::vector<size_t>{}).empty(), "shard of an empty vector is not empty");
+
+  fabric.print("index sampler checks passed on", world, "ranks");
   return 0;
 }
 
@@ -1669,6 +2012,7 @@ int main(int argc, char** argv) {
   if (arguments.scenario == "ddp") return run_ddp_checks(arguments);
   if (arguments.scenario == "zero") return run_zero_checks(arguments);
   if (arguments.scenario == "unused") return run_unused_checks(arguments);
+  if (arguments.scenario == "index_sampler") return run_index_sampler_checks(arguments);
   if (arguments.scenario == "hang") return run_hang(arguments);
   if (arguments.scenario == "by_value") return run_by_value_checks(arguments);
   if (arguments.scenario == "scalars") return run_scalar_checks(arguments);

@@ -123,6 +123,40 @@ TEST(Options, DdpBucketsAndUnusedParameters) {
   }
 }
 
+// Lightning's names for DDP with or without the search for unused
+// parameters: "ddp" plus the setting; the plain names leave the setting.
+TEST(Options, FindUnusedParametersStrategyNames) {
+  const auto on = fabric::Options().strategy("ddp_find_unused_parameters_true");
+  EXPECT_EQ(on.strategy(), "ddp");
+  EXPECT_TRUE(on.find_unused_parameters());
+  const auto off = fabric::Options().find_unused_parameters(true).strategy(
+      "DDP_Find_Unused_Parameters_False");
+  EXPECT_EQ(off.strategy(), "ddp");
+  EXPECT_FALSE(off.find_unused_parameters());
+  EXPECT_TRUE(fabric::Options().find_unused_parameters(true).strategy("ddp").find_unused_parameters());
+  EXPECT_TRUE(fabric::Options().find_unused_parameters(true).strategy("zero1").find_unused_parameters());
+  EXPECT_FALSE(fabric::Options().strategy("ddp").find_unused_parameters());
+  {
+    ScopedVariable strategy("LT_STRATEGY", "ddp_find_unused_parameters_true");
+    auto options = fabric::Options().strategy("zero2");
+    options.override_from_environment();
+    EXPECT_EQ(options.strategy(), "ddp");
+    EXPECT_TRUE(options.find_unused_parameters());
+  }
+  {
+    // A plain name from the environment keeps what the code chose.
+    ScopedVariable strategy("LT_STRATEGY", "ddp");
+    auto options = fabric::Options().strategy("ddp_find_unused_parameters_true");
+    options.override_from_environment();
+    EXPECT_TRUE(options.find_unused_parameters());
+  }
+  // Listed with the valid values, and the nearest name for a typo.
+  const std::string typo = invalid_argument_message(
+      [] { fabric::Options().strategy("ddp_find_unused_parameter_true"); });
+  EXPECT_TRUE(contains(typo, "did you mean 'ddp_find_unused_parameters_true'?")) << typo;
+  EXPECT_TRUE(contains(typo, "'ddp_find_unused_parameters_false'")) << typo;
+}
+
 TEST(Options, KnownButUnavailableValuesSaySo) {
   for (const char* strategy : {"ddp_spawn", "dp", "model_parallel"}) {
     const std::string message = invalid_argument_message([&] { fabric::Options().strategy(strategy); });

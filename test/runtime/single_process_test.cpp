@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -440,6 +441,33 @@ TEST(SingleProcess, ScalarAllReduceReturnsTheValueUnchanged) {
   EXPECT_THROW(fabric.all_reduce(42, ReduceOp::Mean), std::invalid_argument);
   EXPECT_THROW(fabric.all_reduce(size_t{42}), std::invalid_argument);
   EXPECT_THROW(fabric.all_reduce(false, ReduceOp::Mean), std::invalid_argument);
+}
+
+// One process: shard() hands the vector back as it is (the same buffer when
+// moved in, no collective, no random number); index_sampler covers all.
+TEST(SingleProcess, ShardAndIndexSamplerWithOneProcess) {
+  fabric::Fabric fabric(one_cpu_process());
+  fabric.launch();
+  torch::manual_seed(5);
+  const auto expected_next = torch::rand({1});
+  torch::manual_seed(5);
+  std::vector<size_t> indices{4, 1, 3, 0, 2};
+  const size_t* buffer = indices.data();
+  const auto shard = fabric.shard(std::move(indices));
+  EXPECT_EQ(shard, (std::vector<size_t>{4, 1, 3, 0, 2}));
+  EXPECT_EQ(shard.data(), buffer);
+  const std::vector<int> kept{2, 0, 1};
+  EXPECT_EQ(fabric.shard(kept, /*pad=*/false), kept);
+  EXPECT_TRUE(torch::equal(torch::rand({1}), expected_next));
+
+  const auto sampler = fabric.index_sampler(7, fabric::IndexSamplerOptions().seed(3));
+  EXPECT_EQ(sampler.num_replicas(), 1u);
+  EXPECT_EQ(sampler.rank(), 0u);
+  EXPECT_EQ(sampler.num_samples(), 7u);
+  auto epoch = sampler.indices(2);
+  EXPECT_EQ(epoch, sampler.permutation(2));
+  std::sort(epoch.begin(), epoch.end());
+  EXPECT_EQ(epoch, (std::vector<size_t>{0, 1, 2, 3, 4, 5, 6}));
 }
 
 // try { torch::load(...) } catch (const c10::Error&) { start fresh } keeps

@@ -22,6 +22,7 @@
 #pragma once
 
 #include <fabric/data.h>
+#include <fabric/index_sampler.h>
 #include <fabric/loggers.h>
 #include <fabric/options.h>
 #include <fabric/to_device.h>
@@ -280,7 +281,11 @@ class Fabric {
   // With several processes, a loss that reaches no set-up model makes rank
   // 0 warn once per job on stderr (nothing would be synchronized).
   // "zero2": afterwards each rank holds the averaged gradients of the
-  // parameters it owns only; the others' are undefined.
+  // parameters it owns only; the others' are undefined. Under "ddp"/"zero1"
+  // without Options::find_unused_parameters, a loss that does not reach
+  // every trained parameter of a set-up model throws std::runtime_error
+  // naming them, before anything is computed or sent (strategy
+  // "ddp_find_unused_parameters_true" trains such models).
   void backward(const torch::Tensor& loss, const torch::Tensor& gradient = {},
                 c10::optional<bool> retain_graph = c10::nullopt, bool create_graph = false);
 
@@ -310,6 +315,42 @@ class Fabric {
   auto setup_dataloader(Dataset dataset, size_t batch_size) {
     return setup_dataloader<Sampler>(std::move(dataset),
                                      torch::data::DataLoaderOptions(batch_size));
+  }
+
+  // For a DataLoader class of the program's own (see index_sampler.h): this
+  // rank's sampler over a dataset of `dataset_size` samples, with
+  // num_replicas = world_size() and rank = global_rank(). Each epoch:
+  //   indices_ = sampler.indices(epoch);
+  DistributedIndexSampler index_sampler(size_t dataset_size,
+                                        IndexSamplerOptions options = IndexSamplerOptions()) const {
+    return DistributedIndexSampler(dataset_size, static_cast<size_t>(world_size()),
+                                   static_cast<size_t>(global_rank()), options);
+  }
+  // For a program that shuffles its index vector itself, with its own
+  // generator (seeded alike or not on every rank): rank 0's order is
+  // broadcast (a collective: every rank calls it, with a vector of the same
+  // length; a different length throws std::invalid_argument on every rank),
+  // and this rank's strided share of it is returned (positions rank,
+  // rank + world_size(), ...; padded or not as IndexSamplerOptions::pad). With
+  // one process the vector comes back as it is, without a collective.
+  //   std::shuffle(indices.begin(), indices.end(), rng);
+  //   indices = fabric.shard(std::move(indices));
+  template <class Index>
+  std::vector<Index> shard(std::vector<Index> indices, bool pad = true) {
+    static_assert(std::is_integral<Index>::value && !std::is_same<Index, bool>::value,
+                  "fabric::Fabric::shard: the elements must be integer indices into the "
+                  "dataset (size_t, int64_t, int...)");
+    if (world_size() == 1) return indices;
+    std::vector<int64_t> order;  // what travels: every index type fits in 64 bits
+    order.reserve(indices.size());
+    for (const Index index : indices) order.push_back(static_cast<int64_t>(index));
+    order = broadcast_shard_order(std::move(order));
+    const std::vector<int64_t> mine = strided_shard(
+        order, static_cast<size_t>(world_size()), static_cast<size_t>(global_rank()), pad);
+    std::vector<Index> result;
+    result.reserve(mine.size());
+    for (const int64_t index : mine) result.push_back(static_cast<Index>(index));
+    return result;
   }
 
   // std::cout on global rank 0, a stream that discards everything elsewhere.
@@ -570,6 +611,8 @@ class Fabric {
   // runs torch::load on every rank, whose outcomes are agreed on.
   void load_other_file(const std::string& path, const std::function<void(const std::string&)>& read);
   void check_sync_after_step(torch::optim::Optimizer& optimizer);
+  // Fabric::shard's collective: rank 0's `order` on every rank.
+  std::vector<int64_t> broadcast_shard_order(std::vector<int64_t> order);
   double all_reduce_double(double value, ReduceOp op);
   int64_t all_reduce_integer(int64_t value, ReduceOp op);
   static void check_integer_reduction(ReduceOp op, const char* what);

@@ -58,6 +58,9 @@ class Options {
   // gradients sharded across ranks) | "zero1" (alias "deepspeed_stage_1":
   // optimizer state sharded). Parameter sharding ("fsdp",
   // "deepspeed_stage_3") is not available in C++ and is rejected.
+  // Lightning's "ddp_find_unused_parameters_true" is "ddp" plus
+  // find_unused_parameters(true) ("..._false": plus false); the plain names
+  // leave find_unused_parameters as it was.
   Options& strategy(std::string value);
   // "32-true" (alias "32"), "64-true" ("64"), "16-mixed" ("16"),
   // "bf16-mixed" ("bf16"), "16-true", "bf16-true"
@@ -82,8 +85,10 @@ class Options {
   Options& bucket_cap_mb(double value);
   // DDP (and "zero1"): parameters that a backward may not reach are marked
   // ready by a graph search before each backward, as PyTorch's
-  // find_unused_parameters=True (costs a traversal per step). Without it, a
-  // parameter without a gradient makes the next backward throw.
+  // find_unused_parameters=True (costs a traversal per step); a parameter
+  // unused on every rank keeps its gradient, one used on some ranks gets the
+  // average over all. Without it, a backward that does not reach every
+  // trained parameter throws before it runs, naming the parameters.
   Options& find_unused_parameters(bool value) {
     find_unused_parameters_ = value;
     return *this;
