@@ -305,6 +305,8 @@ Stencil fabricMember(std::string member) {
 void addScopeNeed(const ast_matchers::MatchFinder::MatchResult& result, bool hasEdits,
                   threading::MatchNeeds& needs) {
   if (!hasEdits || threading::isThreadingEdit(needs)) return;
+  for (const threading::Fact& fact : needs.facts)
+    if (fact.kind == threading::Fact::Standalone) return;
   std::optional<threading::Need> need = fabricNeededAt(result);
   if (!need) return;
   need->uses = false;
@@ -323,6 +325,12 @@ ASTEdit declaringFabricInMain(ASTEdit edit) {
 ASTEdit optionalEdit(ASTEdit edit) {
   return withMetadata(std::move(edit), [](const ast_matchers::MatchFinder::MatchResult&) -> llvm::Any {
     return threading::Fact{threading::Fact::Optional, "", "", false, ""};
+  });
+}
+
+ASTEdit standaloneEdit(ASTEdit edit) {
+  return withMetadata(std::move(edit), [](const ast_matchers::MatchFinder::MatchResult&) -> llvm::Any {
+    return threading::Fact{threading::Fact::Standalone, "", "", false, ""};
   });
 }
 

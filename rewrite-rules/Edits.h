@@ -60,6 +60,11 @@ clang::transformer::ASTEdit declaringFabricInMain(clang::transformer::ASTEdit ed
 // function gets no Fabric (a print in a helper that uses no LibTorch).
 clang::transformer::ASTEdit optionalEdit(clang::transformer::ASTEdit edit);
 
+// `edit`, marked as one that needs no Fabric: it is applied wherever it
+// lands, also in a function that gets none (a data_parallel call in a
+// helper becomes a plain forward whether or not the helper is migrated).
+clang::transformer::ASTEdit standaloneEdit(clang::transformer::ASTEdit edit);
+
 // Removes a whole statement; the engine also removes its line when nothing
 // else is on it.
 clang::transformer::ASTEdit removeStatement(std::string id);

@@ -101,7 +101,7 @@ std::vector<Verdict> resolve(const std::vector<MatchNeeds>& matches, bool wholeP
       if (!threading && need.uses) f.wanted = true;
     }
     for (const Fact& fact : match.facts) {
-      if (fact.kind == Fact::Optional) continue;
+      if (fact.kind == Fact::Optional || fact.kind == Fact::Standalone) continue;
       FunctionInfo& f = info(fact.function, fact.name);
       switch (fact.kind) {
         case Fact::Parameter:
@@ -114,7 +114,8 @@ std::vector<Verdict> resolve(const std::vector<MatchNeeds>& matches, bool wholeP
         case Fact::Blocks:
           if (f.blocked.empty()) f.blocked = fact.reason;
           break;
-        case Fact::Optional: break;
+        case Fact::Optional:
+        case Fact::Standalone: break;
       }
     }
   }

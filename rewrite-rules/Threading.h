@@ -47,6 +47,7 @@ struct Fact {
     Declare,    // the edit declares the Fabric in `function` (a main without LibTorch of its own)
     Blocks,     // no edit: `function` cannot take a parameter (reason says why)
     Optional,   // no function: if the match cannot be applied, it is left without a finding
+    Standalone,  // no function: the edit is right whether or not its function gets the Fabric
   };
   Kind kind = Parameter;
   std::string function;

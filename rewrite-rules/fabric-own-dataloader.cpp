@@ -18,8 +18,14 @@ Rule makeOwnDataLoaderRule(const FabricOptions&) {
   auto readsLoaderIterator =
       anyOf(hasDescendant(loaderIteratorRead()),
             hasDescendant(callExpr(callee(functionDecl(hasBody(hasDescendant(loaderIteratorRead())))))));
+  // A loop over a template parameter (`template <class Loader> ... for (auto&
+  // b : loader)`) is judged in its instantiations: a header's template that
+  // one translation unit instantiates with a loader is not reported from
+  // another that includes it without instantiating it.
+  auto dependentRange = cxxForRangeStmt(hasRangeInit(expr(isTypeDependent())));
   auto loop = stmt(trainingLoop(), unless(hasDescendant(trainingLoop())), unless(loaderLoop()),
-                   unless(hasAncestor(loaderLoop())), unless(readsLoaderIterator),
+                   unless(hasAncestor(loaderLoop())), unless(dependentRange), unless(hasAncestor(dependentRange)),
+                   unless(readsLoaderIterator),
                    unless(hasAncestor(stmt(anyLoop(), readsLoaderIterator))), inFabricScope())
                   .bind("loop");
   return {"fabric-own-dataloader", "+",

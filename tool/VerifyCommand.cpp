@@ -286,7 +286,10 @@ std::map<std::string, std::vector<Printed>> printedMetrics(const std::string& co
     p.shape = shapeOf(line);
     p.line = line;
     p.metrics = std::move(metrics);
-    p.steps = static_cast<double>(std::upper_bound(offsets.begin(), offsets.end(), begin) - offsets.begin());
+    // The steps made before the line was complete: `cout << "loss " << train_epoch()`
+    // writes its start before the epoch's steps run.
+    const long long end = begin + static_cast<long long>(line.size());
+    p.steps = static_cast<double>(std::upper_bound(offsets.begin(), offsets.end(), end) - offsets.begin());
     auto& group = out[p.shape];
     p.index = group.size();
     group.push_back(std::move(p));

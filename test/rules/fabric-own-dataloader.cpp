@@ -15,6 +15,42 @@ class BatchIterator {
   std::pair<torch::Tensor, torch::Tensor> next();
 };
 
+// A loop over a template parameter is judged where the template is
+// instantiated: over a torch::data loader here (main), so nothing to report,
+// whether or not this translation unit instantiates it (a header's trainer
+// is reported from no source that includes it without calling it).
+struct Trainer {
+  torch::nn::Linear model{nullptr};
+  torch::optim::Optimizer* optimizer = nullptr;
+  template <typename Loader>
+  void epoch(Loader& loader) {
+    for (auto& batch : loader) {
+      torch::Tensor loss = torch::mse_loss(model->forward(batch.data), batch.target);
+      loss.backward();
+      optimizer->step();
+    }
+  }
+  template <typename Loader>
+  void unused_epoch(Loader& loader) {
+    for (auto& batch : loader) {
+      torch::Tensor loss = torch::mse_loss(model->forward(batch.data), batch.target);
+      loss.backward();
+      optimizer->step();
+    }
+  }
+};
+
+// Instantiated over the project's own batches: reported there.
+template <typename Batches>
+void fit_all(torch::nn::Linear& model, torch::optim::Optimizer& optimizer, Batches& batches) {
+  // CHECK: fabric-own-dataloader.cpp:[[@LINE+1]]:3: warning: this training loop does not read its batches{{.*}}[fabric-own-dataloader]
+  for (auto& batch : batches) {
+    torch::Tensor loss = torch::mse_loss(model->forward(batch.data), batch.target);
+    loss.backward();
+    optimizer.step();
+  }
+}
+
 using TrainLoader = torch::data::StatelessDataLoader<
     torch::data::datasets::MapDataset<Points, torch::data::transforms::Stack<>>, torch::data::samplers::RandomSampler>;
 std::unique_ptr<TrainLoader> train_loader;
@@ -68,6 +104,10 @@ int main() {
     optimizer.step();
     ++it;
   }
+  Trainer trainer{model, &optimizer};
+  trainer.epoch(*loader);
+  std::vector<torch::data::Example<>> own{{x, y}};
+  fit_all(model, optimizer, own);
   // The same through a helper that hands out the next batch.
   for (int step = 0; step < 1000; ++step) {
     auto batch = next_batch();
