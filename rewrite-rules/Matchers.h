@@ -62,6 +62,10 @@ AST_MATCHER(clang::StringLiteral, isIndexedCudaDevice) {
     return false;
   return text.find_first_not_of('0') != llvm::StringRef::npos;
 }
+// "cpu" as a string literal.
+AST_MATCHER(clang::StringLiteral, matchesCpuString) {
+  return Node.isOrdinary() && Node.getString() == "cpu";
+}
 // "cuda" or "cuda:<n>" as a string literal.
 AST_MATCHER(clang::StringLiteral, isCudaDeviceString) {
   return Node.isOrdinary() && Node.getString().starts_with("cuda");

@@ -85,6 +85,12 @@ bool isThreadingEdit(const MatchNeeds& match) {
   return false;
 }
 
+std::string notMigratedMessage(const std::string& explanation, const Verdict& verdict) {
+  return "not migrated (" + explanation + "): " + verdict.reason +
+         (verdict.neverRuns ? "; it does not run in this program: when something calls it, pass it the Fabric"
+                            : "; give it the Fabric by hand, or restructure");
+}
+
 std::vector<Verdict> resolve(const std::vector<MatchNeeds>& matches, bool wholeProgram) {
   std::map<std::string, FunctionInfo> functions;
   auto info = [&](const std::string& key, const std::string& name) -> FunctionInfo& {
@@ -123,12 +129,15 @@ std::vector<Verdict> resolve(const std::vector<MatchNeeds>& matches, bool wholeP
   // Which functions can have the Fabric: main (it declares one), and any
   // other function that can take the parameter and whose callers all can.
   std::map<std::string, std::string> whyNot;  // key -> reason, for those that cannot
+  std::set<std::string> dead;  // those that do not run in this program: nothing calls them, or only dead code
   for (auto& [key, f] : functions) {
     if (f.canDeclare) continue;
     if (!f.blocked.empty()) whyNot[key] = "`" + f.name + "` " + f.blocked;
     else if (!f.declared || !f.defined) whyNot[key] = "`" + f.name + "` is not defined in the project";
-    else if (f.calls.empty() && (wholeProgram || !f.external))
+    else if (f.calls.empty() && (wholeProgram || !f.external)) {
       whyNot[key] = "nothing in the project calls `" + f.name + "`";
+      dead.insert(key);
+    }
   }
   for (bool changed = true; changed;) {
     changed = false;
@@ -140,6 +149,7 @@ std::vector<Verdict> resolve(const std::vector<MatchNeeds>& matches, bool wholeP
             std::string reason = whyNot[caller.function];
             whyNot[key] = "`" + f.name + "` is called from `" + caller.name + "`, which gets no Fabric (" +
                           reason + ")";
+            if (dead.count(caller.function)) dead.insert(key);
             changed = true;
           }
     }
@@ -184,6 +194,7 @@ std::vector<Verdict> resolve(const std::vector<MatchNeeds>& matches, bool wholeP
       auto reason = whyNot.find(need.function);
       verdict.reason = reason != whyNot.end() ? reason->second : "`" + need.name + "` gets no Fabric";
       verdict.report = true;
+      verdict.neverRuns = dead.count(need.function) > 0;
     }
     if (optional || isThreadingEdit(match)) verdict.report = false;
   }

@@ -97,7 +97,15 @@ struct Verdict {
   // Optional matches are dropped without a report.
   bool report = false;
   std::string reason;
+  // The function does not run in this program (nothing calls it: shared
+  // code another project uses): reported, but it cannot make the ranks
+  // train unsynchronised copies.
+  bool neverRuns = false;
 };
+
+// What a person reads about a match that was not applied:
+// "not migrated (<explanation>): <reason>; <what to do>".
+std::string notMigratedMessage(const std::string& explanation, const Verdict& verdict);
 
 // Whether the match is fabric-thread-fabric's for a function (a means to
 // other edits, never worth a report of its own).

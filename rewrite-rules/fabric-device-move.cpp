@@ -33,19 +33,34 @@ auto spelledCudaDevice(std::string id) {
                        .bind(id));
 }
 
+// A device the code does not choose but follows, right on any number of
+// ranks: another tensor's or a module parameter's (`.to(x.device())`, a
+// local initialised from one), or the CPU (`.to(torch::kCPU)`: a batch moved
+// off the device to save an image, a metric read on the host).
+auto deviceAgnostic() {
+  auto queried = cxxMemberCallExpr(callee(cxxMethodDecl(hasName("device"), ofClass(anyOf(tensorClass(), moduleClass())))));
+  auto cpu = expr(anyOf(declRefExpr(to(namedDecl(anyOf(hasName("::c10::kCPU"),
+                                                       enumConstantDecl(hasName("::c10::DeviceType::CPU")))))),
+                        stringLiteral(matchesCpuString())));
+  auto agnostic = expr(anyOf(ignoringParenImpCasts(queried), ignoringParenImpCasts(cpu),
+                             cxxConstructExpr(hasType(recordNamed("::c10::Device")), hasArgument(0, spelledAs(cpu)))));
+  return spelledAs(expr(anyOf(agnostic, declRefExpr(to(varDecl(hasInitializer(spelledAs(agnostic))))))));
+}
+
 }  // namespace
 
 Rule makeDeviceMoveRule(const FabricOptions&) {
   // A device with a fixed index other than 0 is a person's decision
   // (fabric-hardcoded-device reports it).
   auto fixedIndex = hasArgument(0, expr(anyOf(ignoringImplicit(indexedDevice()), hasDescendant(indexedDevice()))));
+  auto followsItsData = hasArgument(0, deviceAgnostic());
   auto moduleTo = cxxMemberCallExpr(
       callee(cxxMethodDecl(hasName("to"), ofClass(moduleClass()))),
       hasArgument(0, deviceArgument("device")), on(moduleReference("module")), unless(fixedIndex),
-      inFabricScope());
+      unless(followsItsData), inFabricScope());
   auto statementOnly = isWholeStatement();
   auto tensorMove = expr(tensorDeviceMove(expr().bind("tensor")), unless(cxxMemberCallExpr(fixedIndex)),
-                         inFabricScope());
+                         unless(cxxMemberCallExpr(followsItsData)), inFabricScope());
   auto isCuda = callee(cxxMethodDecl(hasName("cuda")));
   // A device parameter of a function that has no Fabric of its own: where
   // the caller says (a batch's to_device overload, a helper given `device`;
@@ -61,12 +76,12 @@ Rule makeDeviceMoveRule(const FabricOptions&) {
       hasArgument(1, spelledAs(tensorDeviceMove(
                          ignoringParenImpCasts(declRefExpr(to(varDecl(equalsBoundNode("var"))))), "selfDevice"))),
       hasArgument(0, loaderBatch()), statementOnly,
-      inFabricScope());
+      unless(hasArgument(1, spelledAs(cxxMemberCallExpr(followsItsData)))), inFabricScope());
 
   // Outside every function (a global, a member's default initializer) the
   // move runs before any Fabric exists: a person moves it into code that
   // has one.
-  auto beforeAnyFabric = cxxMemberCallExpr(tensorDeviceMove(expr()), unless(fixedIndex),
+  auto beforeAnyFabric = cxxMemberCallExpr(tensorDeviceMove(expr()), unless(fixedIndex), unless(followsItsData),
                                            unless(inFabricScope()));
 
   auto setUpModule = "the Fabric's setup moves the model to its device";

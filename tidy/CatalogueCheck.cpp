@@ -208,7 +208,7 @@ class Session {
                                  std::string(kThreadingRuleId) + " does";
           }
         }
-        if (threading::isThreadingEdit(record.needs)) verdicts[i] = {false, false, ""};
+        if (threading::isThreadingEdit(record.needs)) verdicts[i] = threading::Verdict{false, false, "", false};
       }
       if (verdicts[i].applied) continue;
       record.edits.clear();
@@ -216,8 +216,7 @@ class Session {
         record.hidden = true;
         continue;
       }
-      record.message = "not migrated (" + record.message + "): " + verdicts[i].reason +
-                       "; give it the Fabric by hand, or restructure";
+      record.message = threading::notMigratedMessage(record.message, verdicts[i]);
     }
   }
 

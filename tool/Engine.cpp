@@ -219,9 +219,9 @@ void finishMatches(std::vector<PendingMatch> pending, EngineResult& out, bool wh
       match.edits.clear();
       match.reportOnly = true;
       match.notMigrated = true;
-      match.explanation = "not migrated (" + match.explanation + "): " + verdicts[i].reason +
-                          "; give it the Fabric by hand, or restructure";
-      out.findings.push_back({match.ruleId, match.file, match.line, match.column, match.explanation, true});
+      match.explanation = threading::notMigratedMessage(match.explanation, verdicts[i]);
+      out.findings.push_back(
+          {match.ruleId, match.file, match.line, match.column, match.explanation, !verdicts[i].neverRuns});
       out.matches.push_back(std::move(match));
       continue;
     }

@@ -29,6 +29,31 @@ torch::Tensor noise_on(fabric::Fabric& f) { return torch::randn({2}).cuda(); }
 // CHECK: {{^}}torch::Tensor place(torch::Tensor x, const torch::Device& device) { return x.to(device); }
 torch::Tensor place(torch::Tensor x, const torch::Device& device) { return x.to(device); }
 
+// Device-agnostic code follows its data: another tensor's device, a local
+// taken from one, the CPU (a batch moved off the device to save it). Right
+// on any number of ranks: untouched, and nothing reported, so the helpers
+// need no Fabric.
+// CHECK: {{^}}torch::Tensor normalize(torch::Tensor images) {
+// CHECK-NEXT: {{^}}  auto mean = torch::ones({3}).to(images.device());
+// CHECK-NEXT: {{^}}  auto where = images.device();
+// CHECK-NEXT: {{^}}  auto scale = torch::ones({3}).to(where);
+// CHECK-NEXT: {{^}}  return images + mean + scale;
+// CHECK: {{^}}void save_preview(torch::Tensor batch, Net& net) {
+// CHECK-NEXT: {{^}}  torch::Tensor host = batch.to(torch::kCPU);
+// CHECK-NEXT: {{^}}  torch::Tensor same = batch.to(torch::Device("cpu"));
+// CHECK-NEXT: {{^}}  net->to(torch::kCPU);
+torch::Tensor normalize(torch::Tensor images) {
+  auto mean = torch::ones({3}).to(images.device());
+  auto where = images.device();
+  auto scale = torch::ones({3}).to(where);
+  return images + mean + scale;
+}
+void save_preview(torch::Tensor batch, Net& net) {
+  torch::Tensor host = batch.to(torch::kCPU);
+  torch::Tensor same = batch.to(torch::Device("cpu"));
+  net->to(torch::kCPU);
+}
+
 // Outside every function the move runs before any Fabric exists: reported,
 // left as it is.
 // CHECK: {{^}}torch::Tensor global_mean = torch::ones({3}).cuda();
@@ -57,6 +82,8 @@ struct Normalizer {
 // A self-move of a batch copy is removed with its line.
 // CHECK-NEXT: {{^    }}{
 // CHECK-NEXT: {{^    }}}
+// CHECK: {{^    }}auto host = batch.data.to(torch::kCPU);
+// CHECK-NEXT: {{^    }}copy = copy.to(torch::kCPU);
 //
 // Anything else moves to the rank's device.
 // CHECK: {{^  }}auto noise = torch::randn({2, 2}).to(fabric.device());
@@ -64,7 +91,7 @@ struct Normalizer {
 // CHECK-NEXT: {{^  }}auto halved = noise.to(fabric.device(), torch::kHalf);
 // CHECK-NEXT: {{^  }}auto cast = noise.to(torch::kFloat);
 // CHECK-NEXT: {{^  }}auto in_macro = TO_GPU(noise);
-// MSG: fabric-device-move.cpp:[[@LINE+24]]:19: warning: not migrated: the code is inside a macro expansion {{.*}} [fabric-device-move]
+// MSG: fabric-device-move.cpp:[[@LINE+27]]:19: warning: not migrated: the code is inside a macro expansion {{.*}} [fabric-device-move]
 int main() {
   torch::Device device(torch::kCUDA);
   auto loader = torch::data::make_data_loader(Pairs().map(torch::data::transforms::Stack<>()), 8);
@@ -83,6 +110,9 @@ int main() {
     {
       copy = copy.cuda();
     }
+    // A batch moved to the CPU (to save it) stays on the CPU.
+    auto host = batch.data.to(torch::kCPU);
+    copy = copy.to(torch::kCPU);
   }
   auto noise = torch::randn({2, 2}).cuda();
   auto other = noise.to(device);
