@@ -9,8 +9,11 @@ using namespace clang::transformer;
 using namespace match;
 
 Rule makeRankZeroPrintRule(const FabricOptions&) {
+  // A default argument (`void dump(std::ostream& out = std::cout)`) is not a
+  // print: it is a declaration, where no Fabric is in scope; the print is
+  // the call that uses it, in its caller.
   auto cout = declRefExpr(to(varDecl(hasName("::std::cout"))),
-                          inFabricScope(), unless(onOneRankOnly()))
+                          inFabricScope(), unless(onOneRankOnly()), unless(hasAncestor(parmVarDecl())))
                   .bind("stream");
   auto printf = callExpr(callee(functionDecl(hasAnyName("::printf", "::std::printf"))),
                          callee(expr(ignoringImplicit(declRefExpr().bind("callee")))),

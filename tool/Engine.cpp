@@ -22,6 +22,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <atomic>
+#include <map>
 #include <chrono>
 #include <tuple>
 #include <mutex>
@@ -62,6 +63,41 @@ bool isUnder(const std::string& path, const std::string& root) {
   if (root.empty()) return true;
   if (path.size() <= root.size() || path.compare(0, root.size(), root) != 0) return false;
   return path[root.size()] == '/';
+}
+
+// Third-party code the project carries is never edited or reported on: a
+// file under a folder named as such below the root (third_party/, external/,
+// vendor/, ...), or a single-header library copied in: a file of over 300
+// lines that reads no LibTorch header and carries a license grant.
+bool isVendored(const std::string& path, const std::string& root, llvm::StringRef text) {
+  static std::mutex mutex;
+  static std::map<std::string, bool> known;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (auto found = known.find(path); found != known.end()) return found->second;
+  }
+  bool vendored = false;
+  llvm::StringRef relative = llvm::StringRef(path);
+  if (!root.empty() && relative.consume_front(root)) relative = relative.ltrim('/');
+  for (auto part = llvm::sys::path::begin(relative), end = llvm::sys::path::end(relative); part != end; ++part) {
+    std::string folder = part->lower();
+    if (std::next(part) != end &&
+        (folder == "third_party" || folder == "third-party" || folder == "thirdparty" || folder == "3rdparty" ||
+         folder == "3rd_party" || folder == "external" || folder == "externals" || folder == "extern" ||
+         folder == "vendor" || folder == "vendored" || folder == "deps"))
+      vendored = true;
+  }
+  if (!vendored && text.count('\n') > 300 && !text.contains("<torch/") && !text.contains("<ATen/") &&
+      !text.contains("\"torch/") && !text.contains("<c10/")) {
+    llvm::StringRef head = text.take_front(4000);
+    for (const char* grant : {"Permission is hereby granted", "SPDX-License-Identifier", "Licensed under the",
+                              "Redistribution and use in source and binary forms", "Boost Software License",
+                              "GNU General Public License", "Mozilla Public License"})
+      vendored = vendored || head.contains(grant);
+  }
+  std::lock_guard<std::mutex> lock(mutex);
+  known[path] = vendored;
+  return vendored;
 }
 
 // A match as the callback records it: the RuleMatch the front ends see,
@@ -165,7 +201,9 @@ class RuleCallback : public MatchFinder::MatchCallback {
  private:
   bool inProject(const SourceManager& sm, SourceLocation loc) {
     FileID file = sm.getFileID(sm.getExpansionLoc(loc));
-    return isUnder(pathOf(sm, file), options_.projectRoot);
+    std::string path = pathOf(sm, file);
+    return isUnder(path, options_.projectRoot) &&
+           !isVendored(path, options_.projectRoot, sm.getBufferData(file));
   }
   std::string pathOf(const SourceManager& sm, FileID file) {
     auto entry = sm.getFileEntryRefForID(file);
