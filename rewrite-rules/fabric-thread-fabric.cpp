@@ -18,6 +18,7 @@
 #include "clang/AST/DeclCXX.h"
 #include "clang/AST/ExprCXX.h"
 #include "clang/AST/TypeLoc.h"
+#include "clang/Lex/Lexer.h"
 #include "llvm/Support/Path.h"
 
 namespace fabricize {
@@ -94,8 +95,21 @@ EditGenerator passFabric() {
     if (construct->getNumArgs() > 0 && !isa<CXXDefaultArgExpr>(construct->getArg(0)))
       return insertion(construct->getArg(0)->getBeginLoc(), name + ", ");
     SourceRange parens = construct->getParenOrBraceRange();
-    if (parens.isInvalid()) return llvm::SmallVector<Edit, 1>();
-    return insertion(parens.getBegin().getLocWithOffset(1), name);
+    if (parens.isValid()) return insertion(parens.getBegin().getLocWithOffset(1), name);
+    // Constructed with no parentheses: `Classifier clf;`, `new Classifier;`
+    // (a constructor of the class's own, which gets the parameter).
+    if (construct->getConstructor()->isImplicit()) return llvm::SmallVector<Edit, 1>();
+    const SourceManager& sm = *result.SourceManager;
+    const LangOptions& lang = result.Context->getLangOpts();
+    auto after = [&](SourceLocation token) { return Lexer::getLocForEndOfToken(token, 0, sm, lang); };
+    for (const DynTypedNode& parent : result.Context->getParents(*construct)) {
+      if (const auto* var = parent.get<VarDecl>(); var && var->getInit() == construct && var->getLocation().isFileID())
+        return insertion(after(var->getLocation()), "(" + name + ")");
+      if (const auto* created = parent.get<CXXNewExpr>(); created && !created->isArray())
+        if (const TypeSourceInfo* type = created->getAllocatedTypeSourceInfo())
+          return insertion(after(type->getTypeLoc().getEndLoc()), "(" + name + ")");
+    }
+    return llvm::SmallVector<Edit, 1>();
   };
 }
 

@@ -32,6 +32,15 @@
 // MAIN: {{^  }}fabric.setup(model, optimizer);
 // MAIN-NEXT: {{^  }}Trainer trainer(fabric, model, optimizer);
 
+// A class constructed with no arguments (`Classifier clf;`, `new
+// Classifier;`) gets the Fabric where it is constructed too.
+// RUN: %migrate %S/Inputs/thread-default-construct.cpp -- %flags > %t.default.cpp
+// RUN: FileCheck %s --input-file=%t.default.cpp --check-prefix=DEFAULT
+// RUN: %migrate %t.default.cpp -- %flags | diff -u %t.default.cpp -
+// DEFAULT: {{^}}Classifier::Classifier(fabric::Fabric& fabric) : fabric_(fabric), optimizer_(
+// DEFAULT: {{^}}  Classifier clf(fabric);
+// DEFAULT-NEXT: {{^}}  Classifier* other = new Classifier(fabric);
+
 // Functions: train() declared in a header, defined in its source and called
 // from main gets a `fabric::Fabric&` parameter at every declaration, and the
 // Fabric at every call; so does the helper it calls, and a factory that makes
