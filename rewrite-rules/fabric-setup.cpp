@@ -135,7 +135,7 @@ EditGenerator setupAfterLastCreation() {
     };
     const SourceManager& sm = *result.SourceManager;
     const optimizers::Creation* last = context.toSetUp.front()->creations.back();
-    if (!last->place) {  // a member initialiser: first thing in the constructor's body
+    if (!last->place) {  // a member initialiser: last thing in the constructor's body
       const auto* body = dyn_cast_or_null<CompoundStmt>(context.function->getBody());
       if (!body) return llvm::SmallVector<Edit, 1>();
       // The body's first statement's indentation, else the constructor's plus two.
@@ -149,7 +149,14 @@ EditGenerator setupAfterLastCreation() {
         edit.Replacement = statements(indent) + "\n" + outer;
         return llvm::SmallVector<Edit, 1>{edit};
       }
-      return insertion(body->getLBracLoc().getLocWithOffset(1), statements(indent));
+      // Last in the body: what the constructor does to the model (a
+      // pretrained encoder loaded, frozen) comes before the Fabric takes it.
+      const Stmt* lastStatement = body->body_back();
+      CharSourceRange after = tooling::getExtendedRange(*lastStatement, tok::semi, *result.Context);
+      SourceLocation end = after.getEnd();
+      if (after.isTokenRange())
+        end = Lexer::getLocForEndOfToken(sm.getExpansionLoc(end), 0, sm, result.Context->getLangOpts());
+      return insertion(sm.getExpansionLoc(end), statements(indent));
     }
     CharSourceRange place = tooling::getExtendedRange(*last->place, tok::semi, *result.Context);
     SourceLocation end = place.getEnd();

@@ -74,16 +74,22 @@ void two_models() {
 }
 
 // A Trainer that makes its optimizer in its constructor's initialisers:
-// the setup is the first thing the constructor's body does.
+// the setup is the last thing the constructor's body does, after what it
+// does to the model (a pretrained part loaded and frozen).
 // CHECK-LABEL: {{^}}class Trainer {
 // CHECK: {{^  }}explicit Trainer(fabric::Fabric& fabric, Net model)
 // CHECK-NEXT: {{^      }}: fabric_(fabric), model_(model), optimizer_(std::make_unique<torch::optim::Adam>(model_->parameters())) {
-// CHECK-NEXT: {{^    }}fabric_.setup(model_, *optimizer_);
+// CHECK-NEXT: {{^    }}fabric_.load("encoder.pt", model_);
+// CHECK-NEXT: {{^    }}for (auto& p : model_->parameters()) p.requires_grad_(false);
 // CHECK-NEXT: {{^    }}optimizer_->zero_grad();
+// CHECK-NEXT: {{^    }}fabric_.setup(model_, *optimizer_);
+// CHECK-NEXT: {{^  }}}
 class Trainer {
  public:
   explicit Trainer(Net model)
       : model_(model), optimizer_(std::make_unique<torch::optim::Adam>(model_->parameters())) {
+    torch::load(model_, "encoder.pt");
+    for (auto& p : model_->parameters()) p.requires_grad_(false);
     optimizer_->zero_grad();
   }
 

@@ -72,6 +72,7 @@ class Tensor : public TensorBase {
   Tensor operator[](int64_t index) const;
   Tensor& operator+=(const Tensor& other);
   Tensor detach() const;
+  Tensor& requires_grad_(bool requires_grad = true);
   Tensor slice(int64_t dim, int64_t start, int64_t end) const;
 };
 Tensor operator+(const Tensor& a, const Tensor& b);
