@@ -1,4 +1,8 @@
 // Step 3: fabric.setup(model, optimizers...) once the optimizers exist.
+// A model trained in phases by several optimizers (LoRA adapters first, then
+// every parameter) is set up before the first phase's first step, with the
+// optimizers made so far; a later phase's optimizer gets
+// fabric.setup_optimizer(optimizer) where it is made.
 //
 // Optimizers come by value, through unique_ptr/shared_ptr (to their own
 // class or to torch::optim::Optimizer), as class members, and over parameter
@@ -36,10 +40,13 @@ ExistingSetups setupsIn(const FunctionDecl& function) {
     if (!s) return;
     if (const auto* call = dyn_cast<CXXMemberCallExpr>(s)) {
       const CXXMethodDecl* method = call->getMethodDecl();
-      if (method && method->getName() == "setup" && method->getParent()->getQualifiedNameAsString() == "fabric::Fabric" &&
+      bool setup = method && method->getName() == "setup";
+      bool setupOptimizer = method && method->getName() == "setup_optimizer";
+      if ((setup || setupOptimizer) && method->getParent()->getQualifiedNameAsString() == "fabric::Fabric" &&
           call->getNumArgs() > 0) {
-        if (const ValueDecl* model = optimizers::rootModule(*call->getArg(0)).decl) found.models.push_back(model);
-        for (unsigned i = 1; i < call->getNumArgs(); ++i) {
+        if (setup)
+          if (const ValueDecl* model = optimizers::rootModule(*call->getArg(0)).decl) found.models.push_back(model);
+        for (unsigned i = setup ? 1 : 0; i < call->getNumArgs(); ++i) {
           const Expr* argument = call->getArg(i)->IgnoreParenImpCasts();
           if (const auto* deref = dyn_cast<UnaryOperator>(argument)) argument = deref->getSubExpr()->IgnoreParenImpCasts();
           if (const auto* deref = dyn_cast<CXXOperatorCallExpr>(argument); deref && deref->getOperator() == OO_Star)
@@ -67,8 +74,42 @@ struct Context {
   const FunctionDecl* function = nullptr;
   std::vector<optimizers::Creation> creations;
   std::vector<optimizers::SetupGroup> groups;
-  std::vector<const optimizers::SetupGroup*> toSetUp;
+  // Groups set up here, and how many of their creations the setup names.
+  std::vector<std::pair<const optimizers::SetupGroup*, size_t>> toSetUp;
+  // Optimizers of a group set up earlier, made here: setup_optimizer.
+  std::vector<const optimizers::Creation*> laterOptimizers;
 };
+
+// Where a group's setup goes: after the first of its creations whose
+// optimizers are used before the next creation (a first training phase
+// steps optimizer A before optimizer B exists: each must be set up before its
+// first step); the creations after it are set up on their own, each where it
+// is made. Without such a use: after the last creation, all together.
+size_t setupCreation(const optimizers::SetupGroup& group, const FunctionDecl& function, ASTContext& context) {
+  const SourceManager& sm = context.getSourceManager();
+  auto before = [&](SourceLocation a, SourceLocation b) {
+    return sm.isBeforeInTranslationUnit(sm.getExpansionLoc(a), sm.getExpansionLoc(b));
+  };
+  for (size_t k = 0; k + 1 < group.creations.size(); ++k) {
+    const optimizers::Creation& next = *group.creations[k + 1];
+    if (!next.statement) return group.creations.size() - 1;  // member initialisers: all at once
+    bool used = false;
+    std::function<void(const Stmt*)> walk = [&](const Stmt* s) {
+      if (!s || used) return;
+      for (size_t i = 0; i <= k; ++i)
+        if (s == group.creations[i]->statement) return;  // the creation itself
+      const ValueDecl* named = nullptr;
+      if (const auto* ref = dyn_cast<DeclRefExpr>(s)) named = ref->getDecl();
+      if (const auto* member = dyn_cast<MemberExpr>(s)) named = member->getMemberDecl();
+      if (named && before(group.creations[k]->at, s->getBeginLoc()) && before(s->getBeginLoc(), next.at))
+        for (size_t i = 0; i <= k; ++i) used = used || named == group.creations[i]->handle;
+      for (const Stmt* child : s->children()) walk(child);
+    };
+    walk(function.getBody());
+    if (used) return k;
+  }
+  return group.creations.size() - 1;
+}
 
 void contextOf(const MatchResult& result, Context& out) {
   const auto* statement = result.Nodes.getNodeAs<Stmt>("creation");
@@ -80,11 +121,16 @@ void contextOf(const MatchResult& result, Context& out) {
   out.groups = optimizers::setupGroups(out.creations);
   ExistingSetups existing = setupsIn(*out.function);
   for (const optimizers::SetupGroup& group : out.groups) {
-    const optimizers::Creation* last = group.creations.back();
-    if (constructor ? !last->initializer : last->statement != statement) continue;
     bool setUp = false;
     for (const optimizers::Model& model : group.models) setUp = setUp || contains(existing.models, model.decl);
-    if (!setUp) out.toSetUp.push_back(&group);
+    if (setUp) continue;
+    size_t at = setupCreation(group, *out.function, *result.Context);
+    const optimizers::Creation* setup = group.creations[at];
+    if (constructor ? setup->initializer != nullptr : setup->statement == statement) out.toSetUp.push_back({&group, at + 1});
+    for (size_t later = at + 1; later < group.creations.size(); ++later)
+      if (!constructor && group.creations[later]->statement == statement &&
+          !contains(existing.optimizers, group.creations[later]->handle))
+        out.laterOptimizers.push_back(group.creations[later]);
   }
 }
 
@@ -92,8 +138,9 @@ std::string optimizerText(const optimizers::Creation& creation) {
   return (creation.pointerLike ? "*" : "") + creation.handle->getName().str();
 }
 
-// The setup statements for `group`, one per line.
-std::string setupStatements(const optimizers::SetupGroup& group, const MatchResult& result,
+// The setup statements for `group`, naming its first `creations` optimizers,
+// one per line.
+std::string setupStatements(const optimizers::SetupGroup& group, size_t creations, const MatchResult& result,
                             const std::string& indent) {
   std::string fabric = edits::fabricNameAt(result);
   std::string text;
@@ -103,10 +150,10 @@ std::string setupStatements(const optimizers::SetupGroup& group, const MatchResu
                        tooling::getText(model, *result.Context).str();
     if (i + 1 == group.models.size()) {
       std::vector<const ValueDecl*> named;
-      for (const optimizers::Creation* c : group.creations)
-        if (!contains(named, c->handle)) {
-          named.push_back(c->handle);
-          call += ", " + optimizerText(*c);
+      for (size_t c = 0; c < creations; ++c)
+        if (!contains(named, group.creations[c]->handle)) {
+          named.push_back(group.creations[c]->handle);
+          call += ", " + optimizerText(*group.creations[c]);
         }
     }
     text += (i ? "\n" + indent : "") + call + ");";
@@ -126,15 +173,19 @@ EditGenerator setupAfterLastCreation() {
   return [](const MatchResult& result) -> llvm::Expected<llvm::SmallVector<Edit, 1>> {
     Context context;
     contextOf(result, context);
-    if (context.toSetUp.empty()) return llvm::SmallVector<Edit, 1>();
+    if (context.toSetUp.empty() && context.laterOptimizers.empty()) return llvm::SmallVector<Edit, 1>();
     auto statements = [&](const std::string& indent) {
       std::string text;
-      for (const optimizers::SetupGroup* group : context.toSetUp)
-        text += "\n" + indent + setupStatements(*group, result, indent);
+      for (const auto& [group, creations] : context.toSetUp)
+        text += "\n" + indent + setupStatements(*group, creations, result, indent);
+      for (const optimizers::Creation* later : context.laterOptimizers)
+        text += "\n" + indent + edits::fabricNameAt(result) + ".setup_optimizer(" + optimizerText(*later) + ");";
       return text;
     };
     const SourceManager& sm = *result.SourceManager;
-    const optimizers::Creation* last = context.toSetUp.front()->creations.back();
+    const optimizers::Creation* last = context.toSetUp.empty()
+                                           ? context.laterOptimizers.front()
+                                           : context.toSetUp.front().first->creations[context.toSetUp.front().second - 1];
     if (!last->place) {  // a member initialiser: last thing in the constructor's body
       const auto* body = dyn_cast_or_null<CompoundStmt>(context.function->getBody());
       if (!body) return llvm::SmallVector<Edit, 1>();
@@ -246,8 +297,8 @@ Rule makeSetupRule(const FabricOptions&) {
           applyFirst<std::string>({
               makeRule(stmt(creation, isForgottenOptimizer()), noopEdit(node("creation")),
                        cat("optimizer over a set-up model that fabric.setup does not name: pass it "
-                           "too (fabric.setup(model, optimizer, ...)) so the strategy and the "
-                           "precision see its steps")),
+                           "too (fabric.setup(model, optimizer, ...), or fabric.setup_optimizer(optimizer) "
+                           "for one made after the setup) so the strategy and the precision see its steps")),
               makeRule(creation, setupAfterLastCreation(), explain),
               makeRule(stmt(optimizerCreationCandidate(), inFabricScope(), isUntracedOptimizerCreation())
                            .bind("creation"),

@@ -176,6 +176,8 @@ struct Experiment {
 // CHECK-NEXT: {{^  }}factory(fabric);
 // CHECK-NEXT: {{^  }}untraced(fabric, y.sum());
 // CHECK-NEXT: {{^  }}unique_model(fabric);
+void two_phases();
+
 int main() {
   Net model;
   torch::nn::Linear head(4, 2);
@@ -197,6 +199,7 @@ int main() {
   factory();
   untraced(y.sum());
   unique_model();
+  two_phases();
   return 0;
 }
 
@@ -206,3 +209,31 @@ int main() {
 // RUN: diff %S/Inputs/setup-forgotten.cpp %t.forgotten.cpp
 // FORGOTTEN: setup-forgotten.cpp:12:3: warning: optimizer over a set-up model that fabric.setup does not name{{.*}}[fabric-setup]
 // FORGOTTEN-NOT: warning
+
+// Two training phases over one model, each with its own optimizer (LoRA
+// adapters first, then every parameter): the model is set up with the first
+// optimizer before its first step, the second optimizer where it is made.
+// Set up together after the second, the first phase would train
+// unsynchronised copies.
+// CHECK-LABEL: {{^}}void two_phases(
+// CHECK: {{^  }}torch::optim::SGD adapters_opt(adapters, torch::optim::SGDOptions(0.1));
+// CHECK-NEXT: {{^  }}fabric.setup(model, adapters_opt);
+// CHECK-NEXT: {{^  }}run_phase(fabric, model, adapters_opt);
+// CHECK: {{^  }}torch::optim::SGD full_opt(model->parameters(), torch::optim::SGDOptions(0.01));
+// CHECK-NEXT: {{^  }}fabric.setup_optimizer(full_opt);
+// CHECK-NEXT: {{^  }}run_phase(fabric, model, full_opt);
+void run_phase(Net& model, torch::optim::Optimizer& optimizer) {
+  torch::Tensor loss = model->forward(torch::ones({2})).sum();
+  loss.backward();
+  optimizer.step();
+}
+void two_phases() {
+  Net model;
+  std::vector<torch::Tensor> adapters;
+  for (auto& p : model->parameters()) adapters.push_back(p);
+  torch::optim::SGD adapters_opt(adapters, torch::optim::SGDOptions(0.1));
+  run_phase(model, adapters_opt);
+  for (auto& p : model->parameters()) p.requires_grad_(true);
+  torch::optim::SGD full_opt(model->parameters(), torch::optim::SGDOptions(0.01));
+  run_phase(model, full_opt);
+}

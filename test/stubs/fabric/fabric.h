@@ -26,6 +26,7 @@ template <class Dataset, class BatchRequest = std::vector<size_t>> class DataLoa
   torch::data::Iterator<typename Dataset::BatchType> begin();
   torch::data::Iterator<typename Dataset::BatchType> end();
 };
+std::ofstream rank_zero_ofstream(const std::string& path, std::ios::openmode mode = std::ios::out);
 class Fabric {
  public:
   explicit Fabric(Options options = Options());
@@ -35,6 +36,7 @@ class Fabric {
   int world_size() const;
   bool is_global_zero() const;
   template <class Model, class... Optimizers> void setup(Model& model, Optimizers&... optimizers);
+  void setup_optimizer(torch::optim::Optimizer& optimizer);
   void backward(const torch::Tensor& loss, const torch::Tensor& gradient = {},
                 c10::optional<bool> retain_graph = c10::nullopt, bool create_graph = false);
   template <class Sampler = torch::data::samplers::RandomSampler, class Dataset>
