@@ -1,10 +1,32 @@
 // RUN: %migrate %s -- %flags > %t.cpp 2> %t.err; test $? -eq 1
 // RUN: FileCheck %s --input-file=%t.err --implicit-check-not='[fabric-own-dataloader]'
 #include <torch/torch.h>
+#include <algorithm>
+#include <random>
 
 struct Points : torch::data::datasets::Dataset<Points> {
   torch::data::Example<> get(size_t index) override;
   c10::optional<size_t> size() const override;
+};
+
+// A loader class of the project's own: it shuffles its indices in reset(),
+// reported there with the change to make; the loop that reads it too.
+class IndexLoader {
+ public:
+  void reset() {
+    cursor_ = 0;
+    // CHECK: fabric-own-dataloader.cpp:[[@LINE+1]]:5: warning: a data loader of the project's own shuffles its list of indices `indices_` here{{.*}}indices_ = fabric.shard(all_indices);{{.*}}[fabric-own-dataloader]
+    std::shuffle(indices_.begin(), indices_.end(), rng_);
+  }
+  bool operator()(torch::Tensor& batch);
+
+ private:
+  std::vector<size_t> indices_;
+  size_t cursor_ = 0;
+  std::mt19937 rng_;
+  // A list of names shuffled for a report: not indices.
+  std::vector<std::string> names_;
+  void shuffle_names() { std::shuffle(names_.begin(), names_.end(), rng_); }
 };
 
 // The project's own batching: every rank would read all of it.
