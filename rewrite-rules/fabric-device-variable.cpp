@@ -112,14 +112,30 @@ Rule makeDeviceVariableRule(const FabricOptions&) {
         if (record->getQualifiedNameAsString() == "fabric::Fabric") return field->getName().str() + ".device()";
     return edits::threadedMemberName(*ctor->getParent()) + ".device()";
   });
+  // `device = torch::Device(torch::kCUDA);` later on a local device variable
+  // (`torch::Device device(torch::kCPU); if (cuda) device = ...;`): the rank's
+  // device, or rank 1 would train on cuda:0 too.
+  auto cuda = expr(anyOf(declRefExpr(to(namedDecl(anyOf(hasName("::c10::kCUDA"),
+                                                        enumConstantDecl(hasName("::c10::DeviceType::CUDA")))))),
+                         stringLiteral(isCudaDeviceString())));
+  auto reassigned = cxxOperatorCallExpr(
+      hasOverloadedOperatorName("="),
+      hasArgument(0, ignoringParenImpCasts(declRefExpr(to(varDecl(hasLocalStorage(), hasType(recordNamed("::c10::Device"))))))),
+      hasArgument(1, expr(anyOf(hasDescendant(cuda), ignoringParenImpCasts(cuda)), unless(hasDescendant(indexedDevice())),
+                          unless(indexedDevice()), unless(hasDescendant(fabricDeviceCall())))
+                         .bind("value")),
+      inFabricScope());
   return {"fabric-device-variable", "4",
           "A local torch::Device variable becomes fabric.device(), or is removed when every use "
-          "of it was a device move the other rules removed; a torch::Device member initialised in "
-          "a training class's constructor becomes fabric.device().",
+          "of it was a device move the other rules removed, and a CUDA device assigned to it later "
+          "(`if (cuda) device = torch::Device(torch::kCUDA);`) becomes fabric.device(); a "
+          "torch::Device member initialised in a training class's constructor becomes fabric.device().",
           RuleKind::Rewrite,
           applyFirst<std::string>({
               makeRule(constructed, removeOrRedirect, explain),
               makeRule(memberCtor.bind("ctor"), changeTo(deviceArguments(), ctorFabricDevice),
+                       cat("the device is the one the Fabric assigned to this rank")),
+              makeRule(reassigned, changeTo(node("value"), edits::fabricMember("device()")),
                        cat("the device is the one the Fabric assigned to this rank")),
           })};
 }

@@ -40,6 +40,21 @@ void evaluate(fabric::Fabric& fabric) {
   auto y = torch::ones({2}, second);
 }
 
+// CPU first, CUDA when there is one: the later assignment is the rank's
+// device too, or every rank would train on cuda:0.
+// CHECK: {{^  }}torch::Device chosen(fabric.device());
+// CHECK-NEXT: {{^  }}if (torch::cuda::is_available()) chosen = fabric.device();
+// CHECK-NEXT: {{^  }}if (torch::cuda::is_available()) chosen = fabric.device();
+// CHECK-NEXT: {{^  }}chosen = torch::kCPU;
+// CHECK-NEXT: {{^  }}auto z = torch::ones({2}, chosen);
+void pick(fabric::Fabric& fabric) {
+  torch::Device chosen(torch::kCPU);
+  if (torch::cuda::is_available()) chosen = torch::Device(torch::kCUDA);
+  if (torch::cuda::is_available()) chosen = torch::Device(torch::kCUDA, 0);
+  chosen = torch::kCPU;
+  auto z = torch::ones({2}, chosen);
+}
+
 // A training class (it holds the optimizer): its device member is the
 // Fabric's device. The Fabric is threaded in first (fabric-thread-fabric).
 // CHECK: {{^}}  Trainer(fabric::Fabric& fabric, Net model, torch::optim::Optimizer& optimizer)
