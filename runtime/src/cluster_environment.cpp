@@ -51,6 +51,14 @@ std::optional<ProcessPlacement> placement_from_environment() {
   return found;
 }
 
+bool global_zero_from_environment() {
+  for (const ClusterEnvironment& environment : cluster_environments()) {
+    if (const auto placement = environment.detect()) return placement->global_rank == 0;
+  }
+  // As placement_from_options: global rank node_rank * local processes.
+  return environment_integer("NODE_RANK", environment_integer("GROUP_RANK", 0)) == 0;
+}
+
 ProcessPlacement placement_from_options(const Options& options, int local_processes) {
   ProcessPlacement placement;
   placement.local_world_size = local_processes;

@@ -32,6 +32,13 @@ const std::vector<ClusterEnvironment>& cluster_environments();
 // consistency; nullopt when none did (Fabric then starts the local ranks).
 std::optional<ProcessPlacement> placement_from_environment();
 
+// Whether this process is (or, once a Fabric is built, will be) global rank
+// 0, from its environment alone, by the rules Fabric applies: the first
+// environment that detects itself says its rank; without one, this process
+// is its node's rank 0 (it starts the others), which is global rank 0 on
+// node 0 (NODE_RANK, else GROUP_RANK, 0 or unset).
+bool global_zero_from_environment();
+
 // No launcher: this process is the node's rank 0 and starts the others
 // (devices from the options, nodes from NODE_RANK/MASTER_ADDR/MASTER_PORT).
 ProcessPlacement placement_from_options(const Options& options, int local_processes);

@@ -117,6 +117,10 @@ void Fabric::launch() {
   auto& state = *state_;
   if (state.launched) throw std::logic_error("fabric: launch() was called twice");
   state.launched = true;
+  // A rank other than 0 that a launcher of Fabric's started printed what
+  // main printed before launch() to /dev/null (rank 0 prints it once); its
+  // standard output is the launcher's from here on.
+  detail::restore_stdout_at_launch();
   auto& placement = state.placement;
   if (placement.world_size == 1) return;
 
@@ -290,6 +294,7 @@ void setup_model(detail::FabricState& state, torch::nn::Module& model,
     entry.address = module;
     entry.owner = std::move(owner);
     entry.parameters = all_parameters;  // Module::to keeps the tensors (set_data)
+    for (const auto& item : all_parameters) entry.trained.push_back(item.second.requires_grad() ? 1 : 0);
     state.models.push_back(std::move(entry));
   }
 
@@ -349,10 +354,140 @@ void Fabric::setup_optimizer(torch::optim::Optimizer& optimizer) {
   state_->strategy->setup_optimizer(optimizer);
 }
 
+namespace {
+
+// FNV-1a, 64 bits: the set of trained parameters, the same on every rank
+// that trains the same ones.
+void mix(uint64_t& hash, int64_t value) {
+  for (int byte = 0; byte < 8; ++byte) {
+    hash ^= static_cast<uint64_t>(value >> (8 * byte)) & 0xffu;
+    hash *= 1099511628211ull;
+  }
+}
+
+// What every rank contributes to the agreement on a changed set of trained
+// parameters: a tag (a rank in another collective sends other data), the
+// set's hash, and its size in tensors and in values.
+constexpr int64_t kTrainedSetTag = 0x4661627269635472;  // "FabricTr"
+constexpr int64_t kTrainedSetFields = 4;
+
+// Several processes, and this rank found the set of parameters that require
+// grad changed: every rank must have found the same change at this same
+// backward, since the Reducers are rebuilt over it on every rank. One small
+// all-gather, only at such a backward; every rank that joins it throws the
+// same error when the sets differ, before anything is computed or sent.
+void agree_on_trained_parameters(detail::FabricState& state) {
+  uint64_t hash = 14695981039346656037ull;
+  int64_t tensors = 0;
+  int64_t values = 0;
+  for (size_t k = 0; k < state.models.size(); ++k) {
+    const auto& parameters = state.models[k].parameters;
+    for (size_t i = 0; i < parameters.size(); ++i) {
+      const auto& parameter = parameters[i].second;
+      if (!parameter.requires_grad()) continue;
+      mix(hash, static_cast<int64_t>(k));
+      mix(hash, static_cast<int64_t>(i));
+      for (const int64_t size : parameter.sizes()) mix(hash, size);
+      ++tensors;
+      values += parameter.numel();
+    }
+  }
+  const int world = state.placement.world_size;
+  auto mine = at::empty({kTrainedSetFields}, at::kLong);
+  auto* fields = mine.data_ptr<int64_t>();
+  fields[0] = kTrainedSetTag;
+  fields[1] = static_cast<int64_t>(hash);
+  fields[2] = tensors;
+  fields[3] = values;
+  std::vector<at::Tensor> input{mine.to(state.device)};
+  std::vector<std::vector<at::Tensor>> output(1);
+  for (int r = 0; r < world; ++r) output[0].push_back(at::empty_like(input[0]));
+  state.collective(detail::kTrainedSetChangedCall, [&] {
+    state.group->allgather(output, input)->wait();
+  });
+  std::vector<std::array<int64_t, kTrainedSetFields>> all(static_cast<size_t>(world));
+  for (int r = 0; r < world; ++r) {
+    const auto received = output[0][static_cast<size_t>(r)].cpu();
+    std::copy_n(received.data_ptr<int64_t>(), kTrainedSetFields, all[static_cast<size_t>(r)].begin());
+  }
+  std::string absent;
+  bool agree = true;
+  for (int r = 0; r < world; ++r) {
+    const auto& other = all[static_cast<size_t>(r)];
+    if (other[0] != kTrainedSetTag) {
+      absent += (absent.empty() ? "" : ", ") + std::to_string(r);
+    } else if (other[1] != fields[1] || other[2] != tensors || other[3] != values) {
+      agree = false;
+    }
+  }
+  const std::string rule =
+      " Fabric rebuilds the gradient synchronization (the DDP Reducer, the sharded strategies' "
+      "owners and buckets) over the parameters that require grad when that set changes, and "
+      "every rank must do so at the same fabric.backward(): freeze and unfreeze "
+      "(requires_grad_) the same parameters at the same step on every rank (a condition that "
+      "differs per rank, such as its own loss or data, must be all-reduced first).";
+  if (!absent.empty()) {
+    throw std::runtime_error(
+        "fabric.backward(): on rank " + std::to_string(state.placement.global_rank) +
+        " the set of parameters that require grad changed since the previous backward, but "
+        "rank" + (absent.find(',') != std::string::npos ? "s " : " ") + absent +
+        " did not change it at this backward (they are in another collective)." + rule);
+  }
+  if (agree) return;
+  std::string ranks;
+  for (int r = 0; r < world; ++r) {
+    const auto& other = all[static_cast<size_t>(r)];
+    ranks += (r == 0 ? "rank " : "; rank ") + std::to_string(r) + " trains " +
+             std::to_string(other[2]) + " parameter tensor" + (other[2] == 1 ? "" : "s") + " (" +
+             std::to_string(other[3]) + " values)";
+  }
+  throw std::runtime_error(
+      "fabric.backward(): the ranks disagree on which parameters of the set-up models require "
+      "grad: " + ranks +
+      (std::all_of(all.begin(), all.end(),
+                   [&](const auto& other) { return other[2] == tensors && other[3] == values; })
+           ? " (as many on every rank, but not the same ones)"
+           : "") +
+      "." + rule + " Nothing was computed or sent for this backward.");
+}
+
+// Makes the strategy follow the set-up models' parameters that require grad
+// (LoRA: the adapters first, then every parameter): a model whose set
+// changed since the strategy last saw it gets its gradient synchronization
+// rebuilt over the new set. The parameters themselves are in sync already.
+void follow_trained_parameters(detail::FabricState& state) {
+  std::vector<size_t> changed;
+  for (size_t k = 0; k < state.models.size(); ++k) {
+    const auto& model = state.models[k];
+    for (size_t i = 0; i < model.parameters.size(); ++i) {
+      if ((model.parameters[i].second.requires_grad() ? 1 : 0) != model.trained[i]) {
+        changed.push_back(k);
+        break;
+      }
+    }
+  }
+  if (changed.empty()) return;
+  if (state.group) agree_on_trained_parameters(state);
+  for (const size_t k : changed) {
+    auto& model = state.models[k];
+    detail::NamedParameters trained;
+    for (size_t i = 0; i < model.parameters.size(); ++i) {
+      const bool requires_grad = model.parameters[i].second.requires_grad();
+      model.trained[i] = requires_grad ? 1 : 0;
+      if (requires_grad) trained.push_back(model.parameters[i]);
+    }
+    // Local on every rank (a Reducer is built without communicating).
+    state.strategy->trained_parameters_changed(model.address, trained);
+  }
+}
+
+} // namespace
+
 void Fabric::backward(const torch::Tensor& loss, const torch::Tensor& gradient,
                       c10::optional<bool> retain_graph, bool create_graph) {
   auto& state = *state_;
   state.strategy->check_in_sync("fabric.backward()");
+  follow_trained_parameters(state);
   verify::record_loss(loss);
   // With several set-up models (a GAN's generator and discriminator), each
   // loss reaches only some of them, and the strategy acts only on those it

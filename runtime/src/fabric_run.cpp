@@ -9,7 +9,10 @@
 // MASTER_ADDR, MASTER_PORT) plus the LT_* variables that override the
 // program's own Fabric options, then supervises them with the launcher that
 // Fabric::launch() uses: the first rank to fail is named, the others are
-// stopped, and fabric-run exits with its code. No LibTorch in here.
+// stopped, and fabric-run exits with its code. Every rank but global rank 0
+// starts with its standard output on /dev/null until it reaches
+// fabric.launch() (what main prints before it shows once); standard error
+// is left alone. No LibTorch in here.
 #include <fabric/options.h>
 
 #include "launcher.h"
@@ -35,7 +38,9 @@ constexpr const char* kUsage =
     "\n"
     "Starts PROGRAM once per local rank with RANK, LOCAL_RANK, WORLD_SIZE,\n"
     "LOCAL_WORLD_SIZE, GROUP_RANK, NODE_RANK, MASTER_ADDR, MASTER_PORT set, and\n"
-    "LT_* variables that override the program's Fabric options.\n"
+    "LT_* variables that override the program's Fabric options. Ranks other\n"
+    "than 0 print to standard output from fabric.launch() on (what main prints\n"
+    "before it shows once); standard error is never redirected.\n"
     "\n"
     "  --accelerator A    cpu | cuda | gpu | auto (default: the program's choice)\n"
     "  --devices D        processes on this node: a count, -1/auto (CPU: 1,\n"

@@ -54,6 +54,10 @@ class FabricState {
     const torch::nn::Module* address = nullptr;
     std::shared_ptr<torch::nn::Module> owner;
     NamedParameters parameters;
+    // Per parameter: whether it required grad when the strategy last set up
+    // the model's gradient synchronization (setup(), or a backward that
+    // found the set changed: see Fabric::backward).
+    std::vector<char> trained;
     int no_sync_depth = 0;  // how many no_backward_sync guards hold it
   };
   std::vector<SetUpModel> models;

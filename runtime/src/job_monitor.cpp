@@ -538,10 +538,26 @@ void JobMonitor::report_paths(c10d::Store& store, const Snapshot& me, bool faile
         break;
     }
   }
+  // A rank that changed its set of parameters that require grad while
+  // another did not: that is the cause to name.
+  const bool trained_set_changed =
+      std::any_of(records.begin(), records.end(), [](const Record& record) {
+        return record.name == kTrainedSetChangedCall;
+      });
+  const std::string advice =
+      trained_set_changed
+          ? std::string("Some ranks changed which parameters require grad (requires_grad_) "
+                        "before this fabric.backward() and the others did not: every rank must "
+                        "freeze and unfreeze the same parameters at the same step, since the "
+                        "gradient synchronization is rebuilt over them on every rank (a "
+                        "condition that differs per rank, such as its own loss or data, must be "
+                        "all-reduced first: `value = fabric.all_reduce(value, "
+                        "fabric::ReduceOp::Mean);`).")
+          : std::string(kAdvice);
   const std::string message =
       "fabric: the ranks took different paths through the program and are in different "
       "collectives, which can never match: " +
-      ranks + ". " + kAdvice + " Stopping all ranks.";
+      ranks + ". " + advice + " Stopping all ranks.";
   end_job(store, message, "found the ranks in different collectives",
           "the ranks are in different collectives");
 }

@@ -63,6 +63,12 @@
 namespace fabric {
 namespace detail {
 
+// The call in which fabric.backward() makes the ranks agree on a changed set
+// of parameters that require grad (a rank waiting there while another one
+// is elsewhere changed the set alone: the report says so).
+constexpr const char* kTrainedSetChangedCall =
+    "fabric.backward() (the set of parameters that require grad changed)";
+
 class JobMonitor {
  public:
   struct Config {

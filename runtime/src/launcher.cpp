@@ -18,6 +18,7 @@
 #include <cstring>
 #include <exception>
 #include <fstream>
+#include <iostream>
 #include <iterator>
 #include <memory>
 #include <mutex>
@@ -34,6 +35,9 @@ namespace {
 
 // Names the child's end of its socketpair with rank 0.
 constexpr const char* kChannelVariable = "FABRIC_LAUNCHER_FD";
+// Names the descriptor that holds the launcher's standard output in a rank
+// other than 0, whose fd 1 is /dev/null until it reaches fabric.launch().
+constexpr const char* kStdoutVariable = "FABRIC_LAUNCHER_STDOUT_FD";
 // Sent by a child once it has joined the process group.
 constexpr char kJoinedByte = 'J';
 
@@ -252,9 +256,9 @@ class LaunchState {
     // Everything the child needs is built before fork(): between fork and
     // exec a multithreaded process may only make async-signal-safe calls.
     std::vector<std::string> environment;
-    static const char* const kReplaced[] = {"RANK",        "LOCAL_RANK",       "WORLD_SIZE",
-                                            "LOCAL_WORLD_SIZE", "NODE_RANK", "GROUP_RANK",
-                                            "MASTER_ADDR", "MASTER_PORT",      kChannelVariable};
+    static const char* const kReplaced[] = {
+        "RANK",        "LOCAL_RANK",  "WORLD_SIZE",     "LOCAL_WORLD_SIZE", "NODE_RANK",
+        "GROUP_RANK",  "MASTER_ADDR", "MASTER_PORT",    kChannelVariable,   kStdoutVariable};
     const auto name_of = [](const std::string& variable) {
       return variable.substr(0, variable.find('='));
     };
@@ -280,6 +284,29 @@ class LaunchState {
     assign("MASTER_PORT", std::to_string(self.master_port));
     assign(kChannelVariable, std::to_string(child_end));
 
+    // Every rank but global rank 0 runs the program's code before
+    // fabric.launch() (an options banner, a usage line) with its standard
+    // output on /dev/null, so that it is printed once, by rank 0; launch()
+    // puts the real one back (restore_stdout_at_launch). Its standard error
+    // stays as it is: a rank that fails before launch() must be heard.
+    int devnull = -1;
+    int stdout_copy = -1;
+    if (child.global_rank != 0) {
+      devnull = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
+      stdout_copy = devnull < 0 ? -1 : ::fcntl(STDOUT_FILENO, F_DUPFD_CLOEXEC, 3);
+      if (stdout_copy < 0) {  // no standard output to keep: leave it alone
+        if (devnull >= 0) ::close(devnull);
+        devnull = -1;
+      } else {
+        assign(kStdoutVariable, std::to_string(stdout_copy));
+      }
+    }
+    const auto close_stdout_descriptors = [&] {
+      if (devnull < 0) return;
+      ::close(devnull);
+      ::close(stdout_copy);
+    };
+
     std::vector<char*> argv;
     for (const auto& argument : arguments) argv.push_back(const_cast<char*>(argument.c_str()));
     argv.push_back(nullptr);
@@ -295,6 +322,7 @@ class LaunchState {
       const int error = errno;
       ::close(parent_end);
       ::close(child_end);
+      close_stdout_descriptors();
       throw std::system_error(error, std::generic_category(), "fabric: fork");
     }
     if (pid == 0) {
@@ -306,13 +334,18 @@ class LaunchState {
       // Last resort against orphans until the child's listener runs.
       ::prctl(PR_SET_PDEATHSIG, SIGKILL);
       if (::getppid() != parent) ::_exit(1);
-      ::fcntl(child_end, F_SETFD, 0);  // the one descriptor exec keeps
+      ::fcntl(child_end, F_SETFD, 0);  // the descriptors exec keeps
+      if (devnull >= 0) {
+        ::dup2(devnull, STDOUT_FILENO);  // failing, the rank prints as it always did
+        ::fcntl(stdout_copy, F_SETFD, 0);
+      }
       ::execve(executable.c_str(), argv.data(), envp.data());
       ssize_t ignored = ::write(STDERR_FILENO, exec_failure.data(), exec_failure.size());
       (void)ignored;
       ::_exit(127);
     }
     ::close(child_end);
+    close_stdout_descriptors();
     child.pid = pid;
     child.channel = parent_end;
   }
@@ -446,6 +479,25 @@ class LaunchState {
 } // namespace
 
 bool started_by_fabric_launcher() { return std::getenv(kChannelVariable) != nullptr; }
+
+void restore_stdout_at_launch() {
+  const auto descriptor = integer_variable(kStdoutVariable);
+  if (!descriptor) return;
+  // Programs this rank starts from here on must not see it.
+  ::unsetenv(kStdoutVariable);
+  const int saved = static_cast<int>(*descriptor);
+  // What the program wrote before launch() still goes to /dev/null.
+  std::cout.flush();
+  std::fflush(stdout);
+  if (::dup2(saved, STDOUT_FILENO) < 0) {
+    write_stderr_line("fabric: cannot restore this rank's standard output (descriptor " +
+                      std::to_string(saved) + "): " + std::strerror(errno));
+    return;
+  }
+  ::close(saved);
+  // stdio chose full buffering for /dev/null; a terminal gets lines again.
+  if (::isatty(STDOUT_FILENO) == 1) std::setvbuf(stdout, nullptr, _IOLBF, BUFSIZ);
+}
 
 void start_local_ranks(const ProcessPlacement& self) {
   const std::vector<std::string> arguments = own_command_line();

@@ -36,7 +36,9 @@ bool started_by_fabric_launcher();
 
 // Rank 0 side. Re-executes this program (/proc/self/exe, argv from
 // /proc/self/cmdline, never a shell) for local ranks 1..local_world_size-1
-// of `self`'s node and starts one watcher thread per child.
+// of `self`'s node and starts one watcher thread per child. Every process
+// started here or by run_local_ranks other than global rank 0 starts with
+// its standard output on /dev/null (see restore_stdout_at_launch).
 void start_local_ranks(const ProcessPlacement& self);
 
 // fabric-run side: starts `command` (argv; argv[0] a path, or a name looked
@@ -47,6 +49,13 @@ void start_local_ranks(const ProcessPlacement& self);
 // process with the failed rank's exit code (128 + signal for a signal).
 int run_local_ranks(const ProcessPlacement& node, const std::vector<std::string>& command,
                     const std::vector<std::string>& extra_environment);
+
+// Child side, first thing in Fabric::launch(): a rank other than global
+// rank 0 that Fabric's launcher or fabric-run started runs with its standard
+// output on /dev/null until here (so that what main prints before launch()
+// is printed once, by rank 0); what was written so far is flushed there, and
+// the launcher's standard output is put back as fd 1. Nothing otherwise.
+void restore_stdout_at_launch();
 
 // Child side: when this process was started by start_local_ranks, starts
 // the thread that listens to rank 0 and records this rank for messages.

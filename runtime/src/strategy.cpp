@@ -32,6 +32,45 @@ DdpStrategy::~DdpStrategy() = default;
 
 void DdpStrategy::setup_module(const torch::nn::Module& module, const NamedParameters& trained) {
   if (!context_.group || trained.empty()) return;
+  reducers_.push_back(make_model_reducer(&module, trained));
+}
+
+void DdpStrategy::trained_parameters_changed(const torch::nn::Module* module,
+                                             const NamedParameters& trained) {
+  if (!context_.group) return;
+  const auto found = std::find_if(reducers_.begin(), reducers_.end(),
+                                  [module](const ModelReducer& model) { return model.module == module; });
+  // find_unused_parameters before 2.4: what the micro-batches of an open
+  // no_backward_sync window reached, carried over by tensor.
+  std::unordered_map<const c10::TensorImpl*, char> reached_without_sync;
+  bool accumulated = false;
+  size_t position = reducers_.size();
+  if (found != reducers_.end()) {
+    accumulated = found->accumulated;
+    for (size_t i = 0; i < found->reached_without_sync.size(); ++i) {
+      reached_without_sync.emplace(found->parameters[i].second.unsafeGetTensorImpl(),
+                                   found->reached_without_sync[i]);
+    }
+    position = static_cast<size_t>(found - reducers_.begin());
+    // Destroyed before its successor is built: its autograd hooks go with it.
+    reducers_.erase(found);
+  }
+  if (trained.empty()) return;
+  ModelReducer replacement = make_model_reducer(module, trained);
+  if (accumulated) {
+    replacement.accumulated = true;
+    replacement.reached_without_sync.assign(trained.size(), 0);
+    for (size_t i = 0; i < trained.size(); ++i) {
+      const auto earlier = reached_without_sync.find(trained[i].second.unsafeGetTensorImpl());
+      if (earlier != reached_without_sync.end()) replacement.reached_without_sync[i] = earlier->second;
+    }
+  }
+  // The same place as before: every rank arms its Reducers in one order.
+  reducers_.insert(reducers_.begin() + static_cast<std::ptrdiff_t>(position), std::move(replacement));
+}
+
+DdpStrategy::ModelReducer DdpStrategy::make_model_reducer(const torch::nn::Module* module,
+                                                          const NamedParameters& trained) {
   std::vector<at::Tensor> parameters;
   for (const auto& item : trained) parameters.push_back(item.second);
   const auto [first_bucket, bucket] = bucket_bytes(context_.options);
@@ -58,7 +97,12 @@ void DdpStrategy::setup_module(const torch::nn::Module& module, const NamedParam
   // which crashed the process.
   auto logger = std::make_shared<c10d::Logger>(reducer);
   reducer->set_logger(logger);
-  reducers_.push_back({&module, trained, std::move(reducer), std::move(logger)});
+  ModelReducer model;
+  model.module = module;
+  model.parameters = trained;
+  model.reducer = std::move(reducer);
+  model.logger = std::move(logger);
+  return model;
 }
 
 void DdpStrategy::check_backward(const std::vector<ReachedModel>& models) const {
@@ -68,16 +112,13 @@ void DdpStrategy::check_backward(const std::vector<ReachedModel>& models) const 
   // before anything is armed or sent.
   if (context_.options.find_unused_parameters()) return;
   std::vector<std::string> unreached;
-  std::vector<std::string> frozen_since_setup;
   for (const auto& model : reducers_) {
     const auto reached = std::find_if(models.begin(), models.end(), [&](const ReachedModel& item) {
       return item.module == model.module && item.synchronized && item.graph != nullptr;
     });
     if (reached == models.end()) continue;  // not armed for this backward
     for (const auto& [name, parameter] : model.parameters) {
-      if (reached->graph->reaches(parameter)) continue;
-      unreached.push_back(name);
-      if (!parameter.requires_grad()) frozen_since_setup.push_back(name);
+      if (!reached->graph->reaches(parameter)) unreached.push_back(name);
     }
   }
   if (unreached.empty()) return;
@@ -93,13 +134,6 @@ void DdpStrategy::check_backward(const std::vector<ReachedModel>& models) const 
     }
     return text;
   };
-  std::string frozen;
-  if (!frozen_since_setup.empty()) {
-    frozen = " (of these, " + listed(frozen_since_setup) +
-             (frozen_since_setup.size() == 1 ? " had" : " have") +
-             " requires_grad turned off after fabric.setup(): freeze parameters before "
-             "fabric.setup(), which then leaves them out)";
-  }
   const std::string enable =
       context_.strategy == "ddp"
           ? "construct the Fabric with strategy \"ddp_find_unused_parameters_true\" (or "
@@ -111,7 +145,6 @@ void DdpStrategy::check_backward(const std::vector<ReachedModel>& models) const 
       std::to_string(unreached.size()) + " trained parameter" +
       (unreached.size() == 1 ? " of a set-up model gets" : "s of a set-up model get") +
       " no gradient in this backward (the loss does not depend on them): " + listed(unreached) +
-      frozen +
       ". Under strategy '" + context_.strategy +
       "' a bucket of gradients is all-reduced once every parameter in it has its gradient, so "
       "theirs never would be and the ranks would train different models. If the model uses "
@@ -119,8 +152,9 @@ void DdpStrategy::check_backward(const std::vector<ReachedModel>& models) const 
       "inputs), " +
       enable +
       ": the parameters a backward does not reach are then found by a search of its graph "
-      "before it runs. If they are never trained, set requires_grad(false) on them before "
-      "fabric.setup(), or remove them");
+      "before it runs. If they are not trained, set requires_grad(false) on them (Fabric "
+      "then leaves them out of the synchronization, also when that happens after "
+      "fabric.setup()), or remove them");
 }
 
 void DdpStrategy::before_backward(const std::vector<ReachedModel>& models,

@@ -83,6 +83,16 @@ class Strategy {
   }
   // Throws std::invalid_argument for an optimizer the strategy cannot run.
   virtual void setup_optimizer(torch::optim::Optimizer& optimizer) { (void)optimizer; }
+  // The parameters of the model set up at `module` that require grad are
+  // now `trained` (the program froze or unfroze some since the strategy last
+  // saw them: LoRA's phases). Called by fabric.backward() on every rank, at
+  // the same backward, before check_backward; not a collective. Never
+  // dereferences `module` (a model held by value may be gone).
+  virtual void trained_parameters_changed(const torch::nn::Module* module,
+                                          const NamedParameters& trained) {
+    (void)module;
+    (void)trained;
+  }
 
   // Whether backward() must find out which set-up models the loss reaches.
   virtual bool needs_reached_models() const { return false; }
@@ -146,6 +156,11 @@ class DdpStrategy : public Strategy {
   explicit DdpStrategy(const StrategyContext& context);
   ~DdpStrategy() override;
   void setup_module(const torch::nn::Module& module, const NamedParameters& trained) override;
+  // The model's Reducer is replaced by one over `trained` (none when it is
+  // empty). Gradients a no_backward_sync window accumulated so far are
+  // still averaged at its end.
+  void trained_parameters_changed(const torch::nn::Module* module,
+                                  const NamedParameters& trained) override;
   bool needs_reached_models() const override { return !reducers_.empty(); }
   void check_backward(const std::vector<ReachedModel>& models) const override;
   void before_backward(const std::vector<ReachedModel>& models, const at::Tensor& loss) override;
@@ -169,6 +184,8 @@ class DdpStrategy : public Strategy {
     bool accumulated = false;       // a backward ran under no_backward_sync since the last sync
     bool average_after_backward = false;
   };
+  // A Reducer (and its c10d::Logger) over `trained`, which is not empty.
+  ModelReducer make_model_reducer(const torch::nn::Module* module, const NamedParameters& trained);
   // Records what backward passes reach, for the case above.
   void note_reached_parameters(const std::vector<ReachedModel>& models);
   // After the synchronized backward: averages across ranks the gradients

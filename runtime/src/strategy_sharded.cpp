@@ -29,6 +29,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <unordered_map>
+#include <unordered_set>
 
 namespace fabric {
 namespace detail {
@@ -76,53 +77,25 @@ class ShardedStrategy : public Strategy {
   }
 
   void setup_module(const torch::nn::Module& module, const NamedParameters& trained) override {
-    const int world = context_.world_size;
-    if (owned_bytes_.empty()) owned_bytes_.assign(static_cast<size_t>(world), 0);
-    Model model;
-    model.module = &module;
-    for (const auto& [name, tensor] : trained) {
-      // A parameter shared with a model set up earlier keeps its owner and
-      // is reduced with that model.
-      if (index_.count(tensor.unsafeGetTensorImpl()) > 0) continue;
-      index_[tensor.unsafeGetTensorImpl()] = parameters_.size();
-      model.members.push_back(parameters_.size());
-      parameters_.push_back({tensor, name, -1, tensor._version()});
-    }
-    std::vector<size_t> by_size = model.members;
-    std::stable_sort(by_size.begin(), by_size.end(), [&](size_t a, size_t b) {
-      return bytes_of(parameters_[a].tensor) > bytes_of(parameters_[b].tensor);
-    });
-    for (size_t index : by_size) {
-      const auto lightest = std::min_element(owned_bytes_.begin(), owned_bytes_.end());
-      parameters_[index].owner = static_cast<int>(lightest - owned_bytes_.begin());
-      *lightest += bytes_of(parameters_[index].tensor);
-    }
-    if (stage_ == 2) {
-      // Buckets of one owner and one dtype, at most bucket_cap_mb each, in
-      // parameter order.
-      const size_t cap = bucket_bytes(context_.options).second;
-      for (int owner = 0; owner < world; ++owner) {
-        std::unordered_map<int, size_t> open;  // dtype -> bucket being filled
-        for (size_t index : model.members) {
-          const auto& parameter = parameters_[index];
-          if (parameter.owner != owner) continue;
-          const auto dtype = parameter.tensor.scalar_type();
-          auto found = open.find(static_cast<int>(dtype));
-          if (found == open.end() ||
-              model.buckets[found->second].bytes + bytes_of(parameter.tensor) > cap) {
-            model.buckets.push_back({owner, dtype, {}, 0, 0});
-            found = open.insert_or_assign(static_cast<int>(dtype), model.buckets.size() - 1).first;
-          }
-          auto& bucket = model.buckets[found->second];
-          bucket.members.push_back(index);
-          bucket.numel += parameter.tensor.numel();
-          bucket.bytes += bytes_of(parameter.tensor);
-        }
-      }
-    } else {
-      all_reduce_->setup_module(module, trained);
-    }
-    models_.push_back(std::move(model));
+    if (owned_bytes_.empty()) owned_bytes_.assign(static_cast<size_t>(context_.world_size), 0);
+    models_.emplace_back();
+    models_.back().module = &module;
+    assign_members(models_.size() - 1, trained);
+    if (stage_ == 1) all_reduce_->setup_module(module, trained);
+  }
+
+  // LoRA's second phase (the base unfrozen) or the reverse: a parameter
+  // trained for the first time gets an owner (greedy, as at setup; the same
+  // on every rank, which all change the set at the same backward); one
+  // trained before keeps its owner, so the optimizer state it holds stays
+  // where it is. Frozen parameters leave the reduction (zero2's buckets,
+  // zero1's Reducer) and the check for optimizer.step().
+  void trained_parameters_changed(const torch::nn::Module* module,
+                                  const NamedParameters& trained) override {
+    Model* model = find(module);
+    if (model == nullptr) return;
+    assign_members(static_cast<size_t>(model - models_.data()), trained);
+    if (stage_ == 1) all_reduce_->trained_parameters_changed(module, trained);
   }
 
   void setup_optimizer(torch::optim::Optimizer& optimizer) override {
@@ -238,7 +211,7 @@ class ShardedStrategy : public Strategy {
 
   void check_in_sync(const char* call) override {
     for (const auto& parameter : parameters_) {
-      if (parameter.tensor._version() == parameter.version) continue;
+      if (!parameter.trained || parameter.tensor._version() == parameter.version) continue;
       throw std::logic_error(
           std::string("fabric: ") + call + ": parameter '" + parameter.name +
           "' of a set-up model changed after Fabric last synchronized it. Was "
@@ -339,6 +312,8 @@ class ShardedStrategy : public Strategy {
     std::string name;
     int owner;
     int64_t version;  // when Fabric last synchronized it
+    size_t model;     // index into models_ of the model reducing it (the first set up with it)
+    bool trained;     // requires grad, as the model's last setup or change said
   };
   struct Bucket {
     int owner;
@@ -364,6 +339,73 @@ class ShardedStrategy : public Strategy {
   Parameter* lookup(const at::Tensor& tensor) {
     const auto found = index_.find(tensor.unsafeGetTensorImpl());
     return found == index_.end() ? nullptr : &parameters_[found->second];
+  }
+
+  // models_[m]'s members become the parameters of `trained` it reduces:
+  // those it brought first (one shared with a model set up earlier keeps its
+  // owner and is reduced with that model). New ones get an owner: largest
+  // first, onto the rank that owns the fewest bytes so far. zero2: the
+  // model's buckets are rebuilt.
+  void assign_members(size_t m, const NamedParameters& trained) {
+    Model& model = models_[m];
+    std::unordered_set<size_t> trained_before;
+    for (size_t index = 0; index < parameters_.size(); ++index) {
+      if (parameters_[index].model != m) continue;
+      if (parameters_[index].trained) trained_before.insert(index);
+      parameters_[index].trained = false;
+    }
+    model.members.clear();
+    std::vector<size_t> fresh;
+    for (const auto& [name, tensor] : trained) {
+      const auto known = index_.find(tensor.unsafeGetTensorImpl());
+      size_t index = 0;
+      if (known == index_.end()) {
+        index = parameters_.size();
+        index_[tensor.unsafeGetTensorImpl()] = index;
+        parameters_.push_back({tensor, name, -1, tensor._version(), m, true});
+        fresh.push_back(index);
+      } else {
+        index = known->second;
+        if (parameters_[index].model != m) continue;
+      }
+      auto& parameter = parameters_[index];
+      // Frozen until now: Fabric did not watch it, and it is in sync (the
+      // ranks froze and unfroze it together).
+      if (trained_before.count(index) == 0) parameter.version = tensor._version();
+      parameter.trained = true;
+      model.members.push_back(index);
+    }
+    std::stable_sort(fresh.begin(), fresh.end(), [&](size_t a, size_t b) {
+      return bytes_of(parameters_[a].tensor) > bytes_of(parameters_[b].tensor);
+    });
+    for (size_t index : fresh) {
+      const auto lightest = std::min_element(owned_bytes_.begin(), owned_bytes_.end());
+      parameters_[index].owner = static_cast<int>(lightest - owned_bytes_.begin());
+      *lightest += bytes_of(parameters_[index].tensor);
+    }
+    if (stage_ != 2) return;
+    // Buckets of one owner and one dtype, at most bucket_cap_mb each, in
+    // parameter order.
+    model.buckets.clear();
+    const size_t cap = bucket_bytes(context_.options).second;
+    for (int owner = 0; owner < context_.world_size; ++owner) {
+      std::unordered_map<int, size_t> open;  // dtype -> bucket being filled
+      for (size_t index : model.members) {
+        const auto& parameter = parameters_[index];
+        if (parameter.owner != owner) continue;
+        const auto dtype = parameter.tensor.scalar_type();
+        auto found = open.find(static_cast<int>(dtype));
+        if (found == open.end() ||
+            model.buckets[found->second].bytes + bytes_of(parameter.tensor) > cap) {
+          model.buckets.push_back({owner, dtype, {}, 0, 0});
+          found = open.insert_or_assign(static_cast<int>(dtype), model.buckets.size() - 1).first;
+        }
+        auto& bucket = model.buckets[found->second];
+        bucket.members.push_back(index);
+        bucket.numel += parameter.tensor.numel();
+        bucket.bytes += bytes_of(parameter.tensor);
+      }
+    }
   }
 
   // zero2: sums every bucket on its owner, which divides by the world size;

@@ -1,7 +1,8 @@
-// Logging through the configured loggers (rank 0 only), no_backward_sync,
-// rank_zero_first and seed_everything.
+// Logging through the configured loggers (rank 0 only), the free
+// rank_zero_ofstream, no_backward_sync, rank_zero_first and seed_everything.
 #include <fabric/fabric.h>
 
+#include "cluster_environment.h"
 #include "fabric_state.h"
 
 #include <dlfcn.h>
@@ -29,6 +30,10 @@
 namespace fabric {
 
 // ---- loggers -------------------------------------------------------------------
+
+std::ofstream rank_zero_ofstream(const std::string& path, std::ios::openmode mode) {
+  return detail::open_rank_zero_ofstream(detail::global_zero_from_environment(), path, mode);
+}
 
 void Fabric::log(const std::string& name, double value, int64_t step) {
   log_dict(Metrics{{name, value}}, step);

@@ -79,6 +79,14 @@
       failure never shows, no process is left.
   launch_driver.py load_fresh PROGRAM
       try { fabric.load } catch (const c10::Error&) on 1 and 2 ranks.
+  launch_driver.py phases_disagree PROGRAM
+      Training phases: rank 1 alone unfreezes a parameter; the job ends
+      promptly, non-zero, saying that the set of parameters that require
+      grad changed; no process left.
+  launch_driver.py stdout_before_launch PROGRAM FABRIC_RUN
+      A banner printed before fabric.launch() shows once (2 and 3 ranks,
+      launch() and fabric-run); every rank's output after launch shows;
+      stderr is untouched; a rank failing before launch is heard.
 
 PROGRAM is fabric_multiprocess_program. Exit status 0 when all cases pass.
 """
@@ -1086,6 +1094,90 @@ def unused_uncaught(program):
         print(f"{case}: the job ended in {elapsed:.1f} s (exit {code}) naming the parameters")
 
 
+def phases_disagree(program):
+    """Rank 1 alone unfreezes a parameter (training phases, issue: the set of
+    parameters that require grad followed by the runtime): the ranks are in
+    different collectives at that backward. The job must end promptly,
+    non-zero, with a message that says the set of parameters that require
+    grad changed, and leave no process."""
+    for strategy in ("ddp", "zero2"):
+        case = f"rank 1 alone changes the trained parameters ({strategy})"
+        marker = f"--marker={uuid.uuid4().hex}"
+        start = time.monotonic()
+        code, stdout, stderr = run_job(case, [program, "phases", "--devices=2", f"--strategy={strategy}",
+                                              "--disagree=one", marker], timeout=60)
+        elapsed = time.monotonic() - start
+        print(f"--- {case}: ended in {elapsed:.2f} s, exit {code}")
+        print("\n".join("    " + line[:400] for line in stderr.splitlines() if "fabric" in line))
+        if code == 0 or "the job went on" in stdout:
+            report(case, f"the job exited {code}:\n{stdout}\n{stderr}")
+        if ("the set of parameters that require grad changed" not in stderr or
+                "freeze and unfreeze" not in stderr):
+            report(case, f"no message about the changed set of parameters that require grad:\n{stderr}")
+        for crash in ("terminate called", "Aborted", "core dumped", "CHECK FAILED"):
+            if crash in stderr:
+                report(case, f"{crash!r} in stderr:\n{stderr}")
+        if elapsed > DEADLINE_S:
+            report(case, f"took {elapsed:.1f} s (limit {DEADLINE_S} s)")
+        time.sleep(0.5)
+        leftovers = processes_with_argument(marker)
+        if leftovers:
+            report(case, f"processes left behind: {leftovers}")
+            for pid in leftovers:
+                os.kill(pid, 9)
+
+
+def stdout_before_launch(program, launcher):
+    """What main prints before fabric.launch() (a banner) is printed once, by
+    rank 0, with 2 and 3 local ranks started by fabric.launch() and by
+    fabric-run; what the ranks print after launch still shows (rank 0
+    through fabric.print, rank 1 through std::cout, every other rank through
+    printf); stderr before launch is untouched (once per rank), and a rank
+    that fails before launch is heard on stderr."""
+    for how, devices in (("launch()", 2), ("launch()", 3), ("fabric-run", 2), ("fabric-run", 3)):
+        case = f"output before launch, {how}, {devices} ranks"
+        command = [program, "banner", f"--devices={devices}"]
+        if how == "fabric-run":
+            command = [launcher, f"--devices={devices}"] + command
+        code, stdout, stderr = run_job(case, command, timeout=60)
+        if code != 0:
+            report(case, f"exit code {code}:\n{stdout}\n{stderr}")
+            continue
+        expected = {"BANNER: options devices=": 1, "PRINTF-BANNER (buffered)": 1,
+                    "AFTER-LAUNCH: rank 0 through fabric.print": 1,
+                    "AFTER-LAUNCH: rank 1 through std::cout": 1}
+        for rank in range(1, devices):
+            expected[f"AFTER-LAUNCH: printf of rank {rank}"] = 1
+        for text, count in expected.items():
+            if stdout.count(text) != count:
+                report(case, f"{text!r} printed {stdout.count(text)} times, expected {count}:\n{stdout}")
+        for rank in range(devices):
+            if stderr.count(f"STDERR-BEFORE-LAUNCH from rank {rank}\n") != 1:
+                report(case, f"rank {rank}'s stderr before launch is not there once:\n{stderr}")
+        print(f"{case}: the banner once, every rank's output after launch")
+
+    for how in ("launch()", "fabric-run"):
+        case = f"rank 1 fails before launch, {how}"
+        command = [program, "banner", "--devices=2", "--fail-rank=1"]
+        if how == "fabric-run":
+            command = [launcher, "--devices=2"] + command
+        start = time.monotonic()
+        code, stdout, stderr = run_job(case, command, timeout=60)
+        elapsed = time.monotonic() - start
+        if code != 3:
+            report(case, f"exit code {code}, expected rank 1's 3:\n{stderr}")
+        if "rank 1: cannot start: bad option --fail-rank" not in stderr:
+            report(case, f"rank 1's error before launch is not on stderr:\n{stderr}")
+        if not re.search(r"^fabric: rank 1 \(pid \d+\) exited with code 3; stopping all ranks$",
+                         stderr, re.MULTILINE):
+            report(case, f"the launcher does not name rank 1:\n{stderr}")
+        if stdout.count("BANNER: options devices=") > 1:
+            report(case, f"the banner was printed more than once:\n{stdout}")
+        if elapsed > DEADLINE_S:
+            report(case, f"took {elapsed:.1f} s (limit {DEADLINE_S} s)")
+        print(f"{case}: exit {code} in {elapsed:.1f} s, rank 1's stderr shown")
+
+
 def load_fresh(program):
     for devices in (1, 2):
         with tempfile.TemporaryDirectory() as directory:
@@ -1105,6 +1197,8 @@ def main():
                 "paths": (paths, 3), "paths_external": (paths_external, 4),
                 "warnings": (warnings, 3), "sync_check": (sync_check, 3),
                 "unused_uncaught": (unused_uncaught, 3),
+                "phases_disagree": (phases_disagree, 3),
+                "stdout_before_launch": (stdout_before_launch, 4),
                 "load_fresh": (load_fresh, 3)}
     if len(sys.argv) < 2 or sys.argv[1] not in commands or len(sys.argv) != commands[sys.argv[1]][1]:
         print(__doc__)

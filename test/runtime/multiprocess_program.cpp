@@ -70,6 +70,18 @@
 //       ranks stay in sync, gradients are the ranks' average (head2 used on
 //       one rank only, or under no_backward_sync only). --uncaught: the
 //       error leaves main (rank R only, or every rank, skips head2).
+//   fabric_multiprocess_program phases [--devices=N] [--strategy=S] [--disagree=one]
+//       LoRA-style phases: the adapter only (base frozen before setup,
+//       optimizer A), everything (optimizer B through setup_optimizer), the
+//       base frozen again after setup; gradients are the ranks' average in
+//       every step; ranks that change the set differently get an error.
+//       --disagree=one: rank 1 alone changes it (the job must end).
+//   fabric_multiprocess_program banner [--devices=N] [--fail-rank=R]
+//       prints a banner before launch() (once, from rank 0) and lines from
+//       ranks 0 and 1 after it; rank R fails before launch() on stderr.
+//   fabric_multiprocess_program rank_zero_file --dir=D [--devices=N]
+//       a logger class of its own opens fabric::rank_zero_ofstream(path) in
+//       its constructor, before and after launch(): rank 0's rows only.
 //   fabric_multiprocess_program index_sampler [--devices=N]
 //       fabric.index_sampler() and fabric.shard() over 1001 samples: the same
 //       permutation on every rank, strided shares, padded to equal counts
@@ -84,6 +96,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <iterator>
@@ -92,6 +105,7 @@
 #include <numeric>
 #include <random>
 #include <set>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -123,6 +137,7 @@ struct Arguments {
   int perturb_step = 0;
   std::string collective;
   std::string path;
+  std::string disagree;
 };
 
 Arguments parse_arguments(int argc, char** argv) {
@@ -156,6 +171,7 @@ Arguments parse_arguments(int argc, char** argv) {
     if (name == "--perturb-step") arguments.perturb_step = std::stoi(value);
     if (name == "--collective") arguments.collective = value;
     if (name == "--path") arguments.path = value;
+    if (name == "--disagree") arguments.disagree = value;
   }
   return arguments;
 }
@@ -1300,13 +1316,14 @@ int run_unused_checks(const Arguments& arguments) {
     train_step(4, true);
     check(identical_across_ranks(fabric, *model), what + ": ranks differ after the error");
 
-    // A parameter frozen after setup is unused too, and said to be.
+    // A parameter frozen after setup leaves the synchronization (it used
+    // to be reported as unused): no error, and it stays as it was.
     model->head1->bias.requires_grad_(false);
-    optimizer.zero_grad();
-    const std::string frozen_error =
-        error_of([&] { fabric.backward(model->forward(batch(5), true).pow(2).mean()); });
-    check_error(frozen_error, "head1.bias had requires_grad turned off after fabric.setup()",
-                "a parameter frozen after setup");
+    const auto frozen_bias = model->head1->bias.detach().clone();
+    model->head1->bias.mutable_grad() = torch::Tensor();
+    train_step(5, true);
+    check(torch::equal(frozen_bias, model->head1->bias.detach()),
+          "head1.bias changed while frozen after setup");
     model->head1->bias.requires_grad_(true);
     train_step(6, true);
     check(identical_across_ranks(fabric, *model), "ranks differ after the frozen case");
@@ -1393,6 +1410,245 @@ int run_unused_checks(const Arguments& arguments) {
   check(identical_across_ranks(fabric, *model), "ranks differ at the end (" + strategy + ")");
   fabric.print("parameters unused on some steps (" + strategy +
                (find_unused ? ", find_unused_parameters" : "") + "): trained in sync");
+  return 0;
+}
+
+// A LoRA-style model: a base of two linear layers and a low-rank adapter
+// beside the first.
+struct LoraNetImpl : torch::nn::Module {
+  LoraNetImpl()
+      : base1(register_module("base1", torch::nn::Linear(8, 16))),
+        base2(register_module("base2", torch::nn::Linear(16, 4))) {
+    adapter_down = register_parameter("adapter_down", torch::randn({2, 8}) * 0.3);
+    adapter_up = register_parameter("adapter_up", torch::randn({16, 2}) * 0.3);
+  }
+  torch::Tensor forward(const torch::Tensor& x) {
+    namespace F = torch::nn::functional;
+    const auto adapted = F::linear(F::linear(x, adapter_down), adapter_up);
+    return base2(torch::tanh(base1(x) + adapted));
+  }
+  std::vector<torch::Tensor> base_parameters() {
+    auto parameters = base1->parameters();
+    for (const auto& parameter : base2->parameters()) parameters.push_back(parameter);
+    return parameters;
+  }
+  torch::nn::Linear base1, base2;
+  torch::Tensor adapter_down, adapter_up;
+};
+TORCH_MODULE(LoraNet);
+
+// Training phases that change which parameters are trained (LoRA): phase 1
+// trains the adapter only (the base frozen before setup, optimizer A over
+// the adapter), phase 2 unfreezes the base and trains everything with
+// optimizer B (fabric.setup_optimizer), phase 3 freezes the base again after
+// setup and goes back to optimizer A. In every step each trained
+// parameter's gradient is the ranks' average of what a plain copy computes
+// locally (ddp, zero1: every rank holds it; zero2: the step applied it),
+// the SGD step applies exactly that, frozen parameters get no gradient,
+// and the ranks hold identical models (FABRIC_CHECK_SYNC=1 from ctest
+// checks every fabric.step as well). Then ranks that change the set
+// differently at the same backward get a clear error on every rank, and
+// training goes on once they agree again, also after fabric.setup(model,
+// optimizer B) instead of setup_optimizer. --disagree=one: rank 1 alone
+// unfreezes a parameter (the job must end with a message).
+int run_phase_checks(const Arguments& arguments) {
+  fabric::Fabric fabric(fabric::Options()
+                            .accelerator("cpu")
+                            .devices(arguments.devices)
+                            .strategy(arguments.strategy)
+                            .bucket_cap_mb(arguments.bucket_cap_mb));
+  fabric.launch();
+  this_rank = fabric.global_rank();
+  const int rank = this_rank;
+  const std::string strategy = fabric.options().strategy();
+  constexpr double kLearningRate = 0.05;
+  torch::manual_seed(90 + rank);  // setup() must make the ranks' models equal
+  LoraNet model;
+  LoraNet local_copy;  // not set up: each rank's local gradients
+  auto set_base_trained = [&](bool trained) {
+    for (auto& parameter : model->base_parameters()) parameter.requires_grad_(trained);
+  };
+  set_base_trained(false);
+  torch::optim::SGD optimizer_a({model->adapter_down, model->adapter_up}, kLearningRate);
+  fabric.setup(model, optimizer_a);
+  check(identical_across_ranks(fabric, *model), "ranks differ after setup");
+
+  int step = 0;
+  // One training step with `optimizer`, checked against the local copy.
+  auto train_step = [&](torch::optim::Optimizer& optimizer, const std::string& phase) {
+    const std::string what = phase + ", step " + std::to_string(step) + " (" + strategy + ")";
+    {
+      torch::NoGradGuard no_grad;
+      const auto from = model->parameters();
+      const auto to = local_copy->parameters();
+      for (size_t i = 0; i < from.size(); ++i) {
+        to[i].copy_(from[i]);
+        to[i].requires_grad_(from[i].requires_grad());
+      }
+    }
+    optimizer.zero_grad();
+    for (auto& parameter : model->parameters()) parameter.mutable_grad() = torch::Tensor();
+    for (auto& parameter : local_copy->parameters()) parameter.mutable_grad() = torch::Tensor();
+    torch::manual_seed(900 + 10 * step + rank);  // different data on every rank
+    const auto input = torch::randn({6, 8});
+    fabric.backward(model->forward(input).pow(2).mean());
+    local_copy->forward(input).pow(2).mean().backward();
+    for (const auto& item : model->named_parameters()) {
+      if (!item.value().requires_grad()) {
+        check(!item.value().grad().defined(), what + ": frozen " + item.key() + " has a gradient");
+      }
+    }
+    if (strategy != "zero2") check_averaged_gradients(fabric, *model, *local_copy, what);
+    const auto local_gradients = gradients_of(*local_copy);
+    std::map<std::string, torch::Tensor> before;
+    for (const auto& item : model->named_parameters()) before[item.key()] = item.value().detach().clone();
+    std::set<const void*> stepped;
+    for (const auto& group : optimizer.param_groups()) {
+      for (const auto& parameter : group.params()) stepped.insert(parameter.unsafeGetTensorImpl());
+    }
+    fabric.step(optimizer);
+    for (const auto& item : model->named_parameters()) {
+      torch::Tensor expected = before[item.key()];
+      const auto local = local_gradients.find(item.key());
+      if (stepped.count(item.value().unsafeGetTensorImpl()) > 0 && local != local_gradients.end()) {
+        expected = expected - kLearningRate * fabric.all_reduce(local->second, fabric::ReduceOp::Mean);
+      }
+      const double error = (item.value().detach() - expected).abs().max().item<double>();
+      check(error <= 1e-6, what + ": " + item.key() + " is off by " + std::to_string(error) +
+                               " from the step with the ranks' average gradient");
+    }
+    check(identical_across_ranks(fabric, *model), what + ": ranks differ after the step");
+    ++step;
+  };
+
+  for (int i = 0; i < 3; ++i) train_step(optimizer_a, "phase 1 (adapter only)");
+  set_base_trained(true);
+  torch::optim::SGD optimizer_b(model->parameters(), kLearningRate);
+  fabric.setup_optimizer(optimizer_b);
+  for (int i = 0; i < 3; ++i) train_step(optimizer_b, "phase 2 (everything)");
+  set_base_trained(false);
+  for (int i = 0; i < 2; ++i) train_step(optimizer_a, "phase 3 (base frozen after setup)");
+
+  if (arguments.disagree == "one") {
+    // Only rank 1 unfreezes base2's bias: the others are in another
+    // collective. Not caught: the job must end, naming the cause.
+    if (rank == 1) model->base2->bias.requires_grad_(true);
+    std::fprintf(stderr, "test: rank %d %s base2.bias\n", rank,
+                 rank == 1 ? "unfreezes" : "leaves frozen");
+    for (int i = 0; i < 2; ++i) train_step(optimizer_b, "after a change on rank 1 only");
+    fabric.print("phases: the job went on although rank 1 alone changed the set");
+    return 0;
+  }
+
+  // Every rank changes the set at the same backward, but not alike.
+  (rank % 2 == 0 ? model->base1->bias : model->base2->bias).requires_grad_(true);
+  for (auto& parameter : model->parameters()) parameter.mutable_grad() = torch::Tensor();
+  const std::string error = error_of([&] {
+    fabric.backward(model->forward(torch::randn({6, 8})).pow(2).mean());
+  });
+  check_error(error, "the ranks disagree on which parameters of the set-up models require grad",
+              "ranks that unfreeze different parameters");
+  check_error(error, "rank 0 trains 3 parameter tensors (64 values)", "ranks that unfreeze different parameters");
+  check_error(error, "rank 1 trains 3 parameter tensors (52 values)", "ranks that unfreeze different parameters");
+  check_error(error, "at the same step on every rank", "ranks that unfreeze different parameters");
+  for (const auto& parameter : model->parameters()) {
+    check(!parameter.grad().defined(), "a gradient was computed before the disagreement was reported");
+  }
+  // Agreeing again (both biases trained on every rank) trains in sync.
+  model->base1->bias.requires_grad_(true);
+  model->base2->bias.requires_grad_(true);
+  for (int i = 0; i < 2; ++i) train_step(optimizer_b, "phase 4 (base biases unfrozen)");
+  // The model set up again with the second optimizer (instead of
+  // setup_optimizer), after another change: the same.
+  set_base_trained(true);
+  fabric.setup(model, optimizer_b);
+  for (int i = 0; i < 2; ++i) train_step(optimizer_b, "phase 5 (set up again)");
+  fabric.print("training phases (" + strategy + "): gradients are the ranks' average in every phase");
+  return 0;
+}
+
+// Output printed before fabric.launch() (an options banner) appears once,
+// from rank 0; after launch() every rank prints as usual. --fail-rank=R:
+// rank R (from the launcher's RANK) fails before launch(), on stderr.
+int run_banner(const Arguments& arguments) {
+  const char* rank_variable = std::getenv("RANK");
+  const int rank_before_launch = rank_variable != nullptr && *rank_variable != '\0' ? std::atoi(rank_variable) : 0;
+  std::cout << "BANNER: options devices=" << arguments.devices << std::endl;
+  std::printf("PRINTF-BANNER (buffered)\n");  // flushed at launch(), or at exit
+  std::fprintf(stderr, "STDERR-BEFORE-LAUNCH from rank %d\n", rank_before_launch);
+  if (rank_before_launch == arguments.fail_rank) {
+    std::fprintf(stderr, "rank %d: cannot start: bad option --fail-rank\n", rank_before_launch);
+    return 3;
+  }
+  fabric::Fabric fabric(fabric::Options().accelerator("cpu").devices(arguments.devices));
+  fabric.launch();
+  this_rank = fabric.global_rank();
+  fabric.print("AFTER-LAUNCH: rank 0 through fabric.print");
+  if (fabric.global_rank() == 1) std::cout << "AFTER-LAUNCH: rank 1 through std::cout" << std::endl;
+  if (fabric.global_rank() > 0) std::printf("AFTER-LAUNCH: printf of rank %d\n", fabric.global_rank());
+  fabric.barrier("printed");
+  return 0;
+}
+
+// A logger class of the program's own: its std::ofstream member is opened in
+// its constructor, with no Fabric at hand.
+class OwnCsvLogger {
+ public:
+  explicit OwnCsvLogger(const std::string& path) : out_(fabric::rank_zero_ofstream(path)) {
+    out_ << "step,loss,rank\n";
+  }
+  void row(int step, double loss, int rank) { out_ << step << ',' << loss << ',' << rank << '\n'; }
+  void close() { out_.close(); }
+
+ private:
+  std::ofstream out_;
+};
+
+// fabric::rank_zero_ofstream: a logger constructed before launch() and one
+// after it; each file holds one header and one row per step, rank 0's.
+int run_rank_zero_file(const Arguments& arguments) {
+  check(!arguments.dir.empty(), "rank_zero_file needs --dir");
+  std::error_code ignored;
+  std::filesystem::create_directories(arguments.dir, ignored);
+  const std::string before_path = arguments.dir + "/before_launch.csv";
+  const std::string after_path = arguments.dir + "/after_launch.csv";
+  OwnCsvLogger before(before_path);
+  fabric::Fabric fabric(fabric::Options().accelerator("cpu").devices(arguments.devices));
+  fabric.launch();
+  this_rank = fabric.global_rank();
+  const int rank = this_rank;
+  OwnCsvLogger after(after_path);
+  constexpr int kSteps = 5;
+  for (int step = 0; step < kSteps; ++step) {
+    before.row(step, 1.5 + step + 100 * rank, rank);
+    after.row(step, 2.5 + step + 100 * rank, rank);
+  }
+  before.close();
+  after.close();
+  fabric.barrier("logged");
+  if (rank == 0) {
+    for (const auto& [path, offset] : {std::make_pair(before_path, 1.5), std::make_pair(after_path, 2.5)}) {
+      std::ifstream in(path);
+      check(static_cast<bool>(in), "cannot read " + path);
+      std::vector<std::string> lines;
+      for (std::string line; std::getline(in, line);) lines.push_back(line);
+      check(lines.size() == 1 + kSteps, path + ": " + std::to_string(lines.size()) +
+                                            " lines, expected one header and " +
+                                            std::to_string(kSteps) + " rows");
+      check(lines[0] == "step,loss,rank", path + ": header '" + lines[0] + "'");
+      for (int step = 0; step < kSteps; ++step) {
+        std::ostringstream expected;
+        expected << step << ',' << offset + step << ",0";
+        check(lines[static_cast<size_t>(step) + 1] == expected.str(),
+              path + ": row '" + lines[static_cast<size_t>(step) + 1] + "', expected '" +
+                  expected.str() + "'");
+      }
+    }
+    std::filesystem::remove(before_path, ignored);
+    std::filesystem::remove(after_path, ignored);
+  }
+  fabric.print("rank-zero files: one header and " + std::to_string(kSteps) + " rows of rank 0 on " +
+               std::to_string(fabric.world_size()) + " ranks");
   return 0;
 }
 
@@ -2022,6 +2278,9 @@ int main(int argc, char** argv) {
   if (arguments.scenario == "paths") return run_paths(arguments);
   if (arguments.scenario == "unsynchronized") return run_unsynchronized(arguments);
   if (arguments.scenario == "sync") return run_sync(arguments);
+  if (arguments.scenario == "phases") return run_phase_checks(arguments);
+  if (arguments.scenario == "banner") return run_banner(arguments);
+  if (arguments.scenario == "rank_zero_file") return run_rank_zero_file(arguments);
   if (arguments.scenario == "fail") {
     try {
       return run_until_failure(arguments);

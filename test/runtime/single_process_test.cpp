@@ -5,6 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <stdlib.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -248,6 +251,138 @@ TEST(SingleProcess, PrintOnlyOnRankZero) {
   const std::string output = testing::internal::GetCapturedStdout();
   EXPECT_EQ(output, "loss 0.5 step 3\nstream 7\nepoch=2\n");
   EXPECT_EQ(written, 8);
+}
+
+// fabric::rank_zero_ofstream without a Fabric: rank 0 as the environment
+// says (the launchers' variables; none: rank 0); the others write nothing.
+TEST(SingleProcess, RankZeroOfstreamWithoutAFabric) {
+  // The variables this test sets, restored afterwards.
+  const char* const names[] = {"RANK", "WORLD_SIZE", "NODE_RANK", "GROUP_RANK", "SLURM_PROCID",
+                               "SLURM_NTASKS", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"};
+  std::vector<std::pair<std::string, std::unique_ptr<std::string>>> saved;
+  for (const char* name : names) {
+    const char* value = std::getenv(name);
+    saved.emplace_back(name, value != nullptr ? std::make_unique<std::string>(value) : nullptr);
+    ::unsetenv(name);
+  }
+  char directory_template[] = "/tmp/fabric_rank_zero_ofstream_XXXXXX";
+  ASSERT_NE(::mkdtemp(directory_template), nullptr);
+  const std::string directory = directory_template;
+  int files = 0;
+  // Writes a header and a row through the free function, as a logger class
+  // of the program's own does; returns what the file holds ("" if absent).
+  auto write = [&](std::ios::openmode mode = std::ios::out, std::string path = "") {
+    if (path.empty()) path = directory + "/log" + std::to_string(files++) + ".csv";
+    {
+      std::ofstream out(fabric::rank_zero_ofstream(path, mode));
+      out << "step,loss\n" << 1 << ',' << 0.5 << '\n';
+      EXPECT_TRUE(out.good()) << "writes must be accepted on every rank";
+    }
+    std::ifstream in(path);
+    return in ? std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>())
+              : std::string();
+  };
+  const std::string written = "step,loss\n1,0.5\n";
+  // One process, or the process fabric.launch() makes rank 0.
+  EXPECT_EQ(write(), written);
+  const std::string appended = directory + "/appended.csv";
+  write(std::ios::out, appended);
+  EXPECT_EQ(write(std::ios::app, appended), written + written) << "the mode reaches the file";
+  ::setenv("NODE_RANK", "0", 1);
+  EXPECT_EQ(write(), written);
+  // Ranks started by a launcher of Fabric's or torchrun.
+  ::setenv("WORLD_SIZE", "2", 1);
+  ::setenv("RANK", "0", 1);
+  EXPECT_EQ(write(), written);
+  ::setenv("RANK", "1", 1);
+  EXPECT_EQ(write(), "");
+  // A rank that another rank's file must survive: opening it truncates nothing.
+  EXPECT_EQ(write(std::ios::out, appended), written + written)
+      << "rank 1 must neither truncate nor write rank 0's file";
+  ::setenv("RANK", "0", 1);
+  EXPECT_EQ(write(std::ios::app, appended), written + written + written);
+  ::unsetenv("RANK");
+  ::unsetenv("WORLD_SIZE");
+  // Another node's local rank 0 (it starts its node's ranks): not global rank 0.
+  ::setenv("NODE_RANK", "1", 1);
+  EXPECT_EQ(write(), "");
+  ::unsetenv("NODE_RANK");
+  ::setenv("GROUP_RANK", "2", 1);
+  EXPECT_EQ(write(), "");
+  ::unsetenv("GROUP_RANK");
+  // srun and mpirun.
+  ::setenv("SLURM_NTASKS", "4", 1);
+  ::setenv("SLURM_PROCID", "3", 1);
+  EXPECT_EQ(write(), "");
+  ::setenv("SLURM_PROCID", "0", 1);
+  EXPECT_EQ(write(), written);
+  ::unsetenv("SLURM_NTASKS");
+  ::unsetenv("SLURM_PROCID");
+  ::setenv("OMPI_COMM_WORLD_SIZE", "2", 1);
+  ::setenv("OMPI_COMM_WORLD_RANK", "1", 1);
+  EXPECT_EQ(write(), "");
+  ::unsetenv("OMPI_COMM_WORLD_SIZE");
+  ::unsetenv("OMPI_COMM_WORLD_RANK");
+  EXPECT_EQ(write(), written);
+
+  for (auto& [name, value] : saved) {
+    if (value) ::setenv(name.c_str(), value->c_str(), 1);
+  }
+  for (int i = 0; i < files; ++i) std::remove((directory + "/log" + std::to_string(i) + ".csv").c_str());
+  std::remove(appended.c_str());
+  ::rmdir(directory.c_str());
+}
+
+// One process: the set of parameters that require grad may change after
+// setup (LoRA's phases), under every strategy, and training goes on exactly
+// as plain LibTorch's.
+TEST(SingleProcess, TrainedParametersMayChangeAfterSetup) {
+  for (const char* strategy : {"single_device", "ddp", "zero2", "zero1"}) {
+    fabric::Fabric fabric(one_cpu_process().strategy(strategy));
+    fabric.launch();
+    torch::manual_seed(6);
+    torch::nn::Sequential model(torch::nn::Linear(3, 4), torch::nn::Tanh(), torch::nn::Linear(4, 2));
+    torch::nn::Sequential plain(torch::nn::Linear(3, 4), torch::nn::Tanh(), torch::nn::Linear(4, 2));
+    {
+      torch::NoGradGuard no_grad;
+      const auto from = model->parameters();
+      const auto to = plain->parameters();
+      for (size_t i = 0; i < from.size(); ++i) to[i].copy_(from[i]);
+    }
+    auto freeze_first = [](torch::nn::Sequential& net, bool frozen) {
+      for (auto& parameter : net[0]->parameters()) parameter.requires_grad_(!frozen);
+    };
+    freeze_first(model, true);
+    freeze_first(plain, true);
+    torch::optim::SGD last_only(model[2]->parameters(), 0.1);
+    torch::optim::SGD plain_last_only(plain[2]->parameters(), 0.1);
+    fabric.setup(model, last_only);
+    const auto input = torch::randn({5, 3});
+    auto train = [&](torch::optim::Optimizer& optimizer, torch::optim::Optimizer& plain_optimizer) {
+      optimizer.zero_grad();
+      fabric.backward(model->forward(input).pow(2).sum());
+      fabric.step(optimizer);
+      plain_optimizer.zero_grad();
+      plain->forward(input).pow(2).sum().backward();
+      plain_optimizer.step();
+    };
+    train(last_only, plain_last_only);
+    freeze_first(model, false);
+    freeze_first(plain, false);
+    torch::optim::SGD all(model->parameters(), 0.05);
+    torch::optim::SGD plain_all(plain->parameters(), 0.05);
+    fabric.setup_optimizer(all);
+    train(all, plain_all);
+    train(all, plain_all);
+    freeze_first(model, true);
+    freeze_first(plain, true);
+    train(last_only, plain_last_only);
+    const auto parameters = model->parameters();
+    const auto expected = plain->parameters();
+    for (size_t i = 0; i < parameters.size(); ++i) {
+      EXPECT_TRUE(torch::equal(parameters[i], expected[i])) << strategy << ", parameter " << i;
+    }
+  }
 }
 
 TEST(SingleProcess, SaveIsAtomicAndLoadRestores) {

@@ -148,6 +148,28 @@ class State {
 
 class Fabric;
 
+namespace detail {
+// `path` opened with `mode` on global rank 0; elsewhere a stream on
+// /dev/null, which accepts every write and keeps nothing.
+inline std::ofstream open_rank_zero_ofstream(bool global_zero, const std::string& path,
+                                             std::ios::openmode mode) {
+  return std::ofstream(global_zero ? path : std::string("/dev/null"), mode);
+}
+} // namespace detail
+
+// Fabric::rank_zero_ofstream without a Fabric, for code that has none at
+// hand: a logger class of the program's own whose std::ofstream member is
+// opened in its constructor, before or after fabric.launch():
+//   CsvLog(const std::string& path) : out_(fabric::rank_zero_ofstream(path)) {}
+// Global rank 0, as Lightning's rank_zero_only.rank decides it, from the
+// process's environment: the variables of the launcher that started it
+// (Fabric's own launcher and fabric-run, torchrun: RANK; SLURM:
+// SLURM_PROCID; Open MPI: OMPI_COMM_WORLD_RANK, read as the Fabric reads
+// them); without them (one process; or the process that fabric.launch()
+// turns into rank 0, before and after launch) NODE_RANK/GROUP_RANK 0 or
+// unset means rank 0. Other ranks get a stream on /dev/null.
+std::ofstream rank_zero_ofstream(const std::string& path, std::ios::openmode mode = std::ios::out);
+
 // While alive, backward() accumulates the model's gradients locally instead
 // of all-reducing them (gradient accumulation); the first backward after it
 // is gone reduces the accumulated sum. See Fabric::no_backward_sync.
@@ -247,6 +269,9 @@ class Fabric {
   // "zero1"/"zero2" each trained parameter gets an owner rank (greedy by
   // size), the only one that keeps its optimizer state. Throws for an
   // optimizer the strategy cannot run (LBFGS under a sharded strategy).
+  // Which parameters require grad may change later (LoRA: the adapters
+  // first, then everything): backward() follows it. An optimizer created
+  // later (the second phase's) is set up with setup_optimizer(optimizer).
   template <class M, class... Optimizers>
   void setup(torch::nn::ModuleHolder<M>& model, Optimizers&... optimizers) {
     setup_module(model.ptr());
@@ -274,6 +299,9 @@ class Fabric {
   void setup_module(const std::shared_ptr<torch::nn::Module>& module);
   // A module the program owns itself (held by value); see setup(M&).
   void setup_module(torch::nn::Module& module);
+  // An optimizer of a model set up before, created after setup() (a
+  // training phase with another optimizer): what setup(model, optimizer)
+  // does for it. Call it on every rank.
   void setup_optimizer(torch::optim::Optimizer& optimizer);
 
   // loss.backward(gradient, retain_graph, create_graph) with the gradients of
@@ -286,6 +314,13 @@ class Fabric {
   // every trained parameter of a set-up model throws std::runtime_error
   // naming them, before anything is computed or sent (strategy
   // "ddp_find_unused_parameters_true" trains such models).
+  // The gradients synchronized are those of the parameters that require
+  // grad now: when that set changed since the previous backward
+  // (requires_grad_ on some parameters after setup), the strategy's
+  // synchronization is rebuilt over the new set. Every rank must change it
+  // at the same backward: with several processes the ranks check that they
+  // agree (one small all-gather, at such a backward only) and throw
+  // std::runtime_error, before anything is computed or sent, when not.
   void backward(const torch::Tensor& loss, const torch::Tensor& gradient = {},
                 c10::optional<bool> retain_graph = c10::nullopt, bool create_graph = false);
 
@@ -372,10 +407,12 @@ class Fabric {
   // there with `mode`; every other rank gets a stream on /dev/null, so N
   // ranks neither write N copies nor truncate rank 0's file when they open
   // it. fabricize turns `std::ofstream log(path)` into
-  // `std::ofstream log(fabric.rank_zero_ofstream(path))`.
+  // `std::ofstream log(fabric.rank_zero_ofstream(path))`. Where no Fabric is
+  // at hand (a logger class of the program's own), the free function
+  // fabric::rank_zero_ofstream(path, mode) does the same.
   std::ofstream rank_zero_ofstream(const std::string& path,
                                    std::ios::openmode mode = std::ios::out) const {
-    return std::ofstream(is_global_zero() ? path : std::string("/dev/null"), mode);
+    return detail::open_rank_zero_ofstream(is_global_zero(), path, mode);
   }
 
   // Collectives. Each returns a new tensor on device(); with one process they
