@@ -15,10 +15,11 @@ namespace {
 
 auto outputFileStream() { return recordNamed("::std::basic_ofstream"); }
 
-// What fabricize already wrote: `fabric.rank_zero_ofstream(...)`.
+// What fabricize already wrote: `fabric.rank_zero_ofstream(...)`, or the
+// free `fabric::rank_zero_ofstream(...)`.
 auto rankZeroOpen() {
-  return cxxMemberCallExpr(
-      callee(cxxMethodDecl(hasName("rank_zero_ofstream"), ofClass(fabricClass()))));
+  return callExpr(callee(functionDecl(anyOf(cxxMethodDecl(hasName("rank_zero_ofstream"), ofClass(fabricClass())),
+                                            hasName("::fabric::rank_zero_ofstream")))));
 }
 
 // The mode when the user wrote one, else the path: a defaulted mode is not
@@ -65,11 +66,20 @@ Rule makeRankZeroFileRule(const FabricOptions&) {
     return cat(prefix, edits::fabricMember("rank_zero_ofstream("), encloseNodes("first", "last"),
                ")");
   };
-  // Training code's files go through rank zero; a helper that uses no
-  // LibTorch does too when it can get the Fabric, and is left alone otherwise.
+  // Where no Fabric can be passed (a logger class's constructor in a shared
+  // utils/ library), the free fabric::rank_zero_ofstream decides rank zero
+  // from the process's environment, as Lightning's rank_zero_only does.
+  auto wrappedFree = [](Stencil prefix) {
+    return cat(prefix, "fabric::rank_zero_ofstream(", encloseNodes("first", "last"), ")");
+  };
+  // Training code's files go through the Fabric's rank zero; other code's
+  // (a logger class of the project's own) through the free function.
   auto training = hasAncestor(trainingFunction());
+  auto keepsFabric = cxxRecordDecl(anyOf(classNeedingFabric(), has(fieldDecl(hasType(valueOrReference(fabricType()))))));
   auto openOnRankZero = changeTo(encloseNodes("first", "last"), wrapped(cat("")));
   auto reopenOnRankZero = changeTo(node("call"), wrapped(cat(node("stream"), " = ")));
+  auto openOnRankZeroFree = changeTo(encloseNodes("first", "last"), wrappedFree(cat("")));
+  auto reopenOnRankZeroFree = changeTo(node("call"), wrappedFree(cat(node("stream"), " = ")));
   return {"fabric-rank-zero-file", "+",
           "A std::ofstream opened in training code (a loss log, a CSV of metrics) is opened through "
           "fabric.rank_zero_ofstream(path): the file on global rank 0, /dev/null elsewhere. A C "
@@ -78,8 +88,13 @@ Rule makeRankZeroFileRule(const FabricOptions&) {
           applyFirst<std::string>({
               makeRule(cxxConstructExpr(opened, training), openOnRankZero, explain),
               makeRule(cxxMemberCallExpr(reopened, training).bind("call"), reopenOnRankZero, explain),
-              makeRule(opened, edits::optionalEdit(openOnRankZero), explain),
-              makeRule(reopened.bind("call"), edits::optionalEdit(reopenOnRankZero), explain),
+              // A class that keeps the Fabric (a trainer): through its member.
+              makeRule(cxxConstructExpr(opened, hasAncestor(cxxMethodDecl(ofClass(keepsFabric)))),
+                       edits::optionalEdit(openOnRankZero), explain),
+              makeRule(cxxMemberCallExpr(reopened, hasAncestor(cxxMethodDecl(ofClass(keepsFabric)))).bind("call"),
+                       edits::optionalEdit(reopenOnRankZero), explain),
+              makeRule(opened, edits::standaloneEdit(openOnRankZeroFree), explain),
+              makeRule(reopened.bind("call"), edits::standaloneEdit(reopenOnRankZeroFree), explain),
               makeRule(callExpr(cOpen, training), noopEdit(node("fopen")),
                        cat("every rank opens this file for writing: open and write it on rank 0 "
                            "only (if (fabric.is_global_zero()) ...), or use a std::ofstream from "

@@ -11,6 +11,7 @@
 #include "clang/Basic/SourceManager.h"
 #include "clang/Frontend/CompilerInstance.h"
 #include "clang/Frontend/FrontendActions.h"
+#include "clang/Lex/HeaderSearchOptions.h"
 #include "clang/Tooling/Tooling.h"
 #include "clang/Tooling/Transformer/RewriteRule.h"
 #include "clang/Basic/Diagnostic.h"
@@ -100,6 +101,15 @@ bool isVendored(const std::string& path, const std::string& root, llvm::StringRe
   return vendored;
 }
 
+// What the engine knows of the translation unit being matched.
+struct UnitFacts {
+  // Its compile command reaches LibTorch's headers (its target links
+  // LibTorch, and so the runtime once migrated): an edit that brings the
+  // runtime into code no training code holds (a logger class's file) can go
+  // there; in a tool of the project that has no LibTorch it could not build.
+  bool reachesLibTorch = true;
+};
+
 // A match as the callback records it: the RuleMatch the front ends see,
 // plus what the engine needs to finish it once every TU has been matched.
 struct PendingMatch {
@@ -115,8 +125,8 @@ struct PendingMatch {
 class RuleCallback : public MatchFinder::MatchCallback {
  public:
   RuleCallback(const Rule& rule, size_t index, const EngineOptions& options, EngineResult& out,
-               std::vector<PendingMatch>& pending)
-      : rule_(rule), index_(index), options_(options), out_(out), pending_(pending) {}
+               std::vector<PendingMatch>& pending, const UnitFacts& unit)
+      : rule_(rule), index_(index), options_(options), out_(out), pending_(pending), unit_(unit) {}
 
   // The rule's id, where MatchFinder's profiling names a callback.
   llvm::StringRef getID() const override { return rule_.id; }
@@ -158,6 +168,9 @@ class RuleCallback : public MatchFinder::MatchCallback {
     match.explanation = explanation;
     for (const transformer::Edit& edit : *edits) {
       if (const auto* fact = llvm::any_cast<threading::Fact>(&edit.Metadata)) {
+        if (fact->kind == threading::Fact::Standalone && !unit_.reachesLibTorch &&
+            edit.Replacement.find("fabric::") != std::string::npos)
+          continue;
         pending.needs.facts.push_back(*fact);
         if (fact->kind == threading::Fact::Blocks) pending.factOnly = true;
       }
@@ -230,6 +243,7 @@ class RuleCallback : public MatchFinder::MatchCallback {
   const EngineOptions& options_;
   EngineResult& out_;
   std::vector<PendingMatch>& pending_;
+  const UnitFacts& unit_;
 };
 
 // Once every TU is matched: which functions get the Fabric (Threading.h),
@@ -371,11 +385,14 @@ class OwnDeclarationsConsumer : public ASTConsumer {
 class RecordingAction : public ASTFrontendAction {
  public:
   RecordingAction(MatchFinder& finder, bool& failed, const std::string& root, std::set<std::string>& read,
-                  bool& definesMain, const std::atomic<bool>* cancelled, PreambleCache* preambles)
+                  bool& definesMain, const std::atomic<bool>* cancelled, PreambleCache* preambles, UnitFacts& unit)
       : finder_(finder), failed_(failed), root_(root), read_(read), definesMain_(definesMain),
-        cancelled_(cancelled), preambles_(preambles) {}
+        cancelled_(cancelled), preambles_(preambles), unit_(unit) {}
   bool BeginInvocation(CompilerInstance& ci) override {
     ci.getFrontendOpts().SkipFunctionBodies = true;  // asks the consumer, body by body
+    unit_.reachesLibTorch = false;
+    for (const HeaderSearchOptions::Entry& entry : ci.getHeaderSearchOpts().UserEntries)
+      unit_.reachesLibTorch = unit_.reachesLibTorch || llvm::sys::fs::exists(entry.Path + "/torch/torch.h");
     return true;
   }
   std::unique_ptr<ASTConsumer> CreateASTConsumer(CompilerInstance& ci, llvm::StringRef) override {
@@ -407,6 +424,7 @@ class RecordingAction : public ASTFrontendAction {
   bool& definesMain_;
   const std::atomic<bool>* cancelled_;
   PreambleCache* preambles_;
+  UnitFacts& unit_;
 };
 
 // One translation unit through the catalogue: its files and findings, and
@@ -535,8 +553,9 @@ SourceResult runOne(const std::vector<Rule>& catalogue, const tooling::Compilati
       }
       std::vector<std::unique_ptr<RuleCallback>> callbacks;
       MatchFinder finder;
+      UnitFacts unit;
       for (size_t i = 0; i < catalogue.size(); ++i) {
-        callbacks.push_back(std::make_unique<RuleCallback>(catalogue[i], i, options, perSource, pending));
+        callbacks.push_back(std::make_unique<RuleCallback>(catalogue[i], i, options, perSource, pending, unit));
         for (const auto& matcher : transformer::detail::buildMatchers(catalogue[i].rule))
           finder.addDynamicMatcher(matcher, callbacks.back().get());
       }
@@ -550,12 +569,13 @@ SourceResult runOne(const std::vector<Rule>& catalogue, const tooling::Compilati
         PreambleCache* preambles = nullptr;  // with the LibTorch PCH only: the preamble is chained on it
         std::string otherBuffers;
         PreambleReport preambleReport;
+        UnitFacts& unit;
         Factory(MatchFinder& f, bool& x, const std::string& r, std::set<std::string>& files, bool& main,
-                const std::atomic<bool>* c)
-            : finder(f), failed(x), root(r), read(files), definesMain(main), cancelled(c) {}
+                const std::atomic<bool>* c, UnitFacts& u)
+            : finder(f), failed(x), root(r), read(files), definesMain(main), cancelled(c), unit(u) {}
         std::unique_ptr<FrontendAction> create() override {
           return std::make_unique<RecordingAction>(finder, failed, root, read, definesMain, cancelled,
-                                                   preambleReport.use == PreambleUse::None ? nullptr : preambles);
+                                                   preambleReport.use == PreambleUse::None ? nullptr : preambles, unit);
         }
         bool runInvocation(std::shared_ptr<CompilerInvocation> invocation, FileManager* files,
                            std::shared_ptr<PCHContainerOperations> pchOperations,
@@ -582,7 +602,7 @@ SourceResult runOne(const std::vector<Rule>& catalogue, const tooling::Compilati
           return FrontendActionFactory::runInvocation(std::move(invocation), files, std::move(pchOperations),
                                                       diagnostics);
         }
-      } factory(finder, failed, options.projectRoot, perSource.projectFiles, definesMain, options.cancelled);
+      } factory(finder, failed, options.projectRoot, perSource.projectFiles, definesMain, options.cancelled, unit);
       if (usePch && options.preambles) {
         factory.preambles = options.preambles;
         for (const auto& [path, text] : options.unsavedFiles)

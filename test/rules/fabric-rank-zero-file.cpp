@@ -8,9 +8,32 @@
 #include <fstream>
 #include <string>
 
-// Outside a Fabric scope: untouched.
-// CHECK: {{^}}void dump() { std::ofstream out("dump.txt"); out << 1; }
+// Code that gets no Fabric (nothing calls it here) and a logger class of
+// the project's own (its constructor cannot take the Fabric): the free
+// fabric::rank_zero_ofstream decides rank zero from the environment.
+// CHECK: {{^}}void dump() { std::ofstream out(fabric::rank_zero_ofstream("dump.txt")); out << 1; }
 void dump() { std::ofstream out("dump.txt"); out << 1; }
+// CHECK: {{^}}  explicit CsvLogger(const std::string& path) : out_(fabric::rank_zero_ofstream(path)) {}
+// CHECK: {{^}}  void reopen(const std::string& path) { out_ = fabric::rank_zero_ofstream(path, std::ios::app); }
+class CsvLogger {
+ public:
+  explicit CsvLogger(const std::string& path) : out_(path) {}
+  void reopen(const std::string& path) { out_.open(path, std::ios::app); }
+  void write(double value) { out_ << value << "\n"; }
+
+ private:
+  std::ofstream out_;
+};
+
+// In a tool of the project without LibTorch (its compile command does not
+// reach <torch/torch.h>) nothing changes: the runtime is not linked there.
+// RUN: sed -n '/^\/\/ TOOL-BEGIN/,/^\/\/ TOOL-END/p' %s > %t.tool.cpp
+// RUN: %migrate %t.tool.cpp -- -std=c++17 > %t.tool.out 2> /dev/null
+// RUN: diff %t.tool.cpp %t.tool.out
+// TOOL-BEGIN
+// #include <fstream>
+// void export_rows() { std::ofstream out("rows.csv"); out << 1; }
+// TOOL-END
 
 // A class that trains: its member initialiser opens the log through rank 0.
 struct Logger {
