@@ -35,8 +35,9 @@ auto spelledCudaDevice(std::string id) {
 
 // A device the code does not choose but follows, right on any number of
 // ranks: another tensor's or a module parameter's (`.to(x.device())`, a
-// local initialised from one), or the CPU (`.to(torch::kCPU)`: a batch moved
-// off the device to save an image, a metric read on the host).
+// local initialised from one), or the CPU spelled at the move
+// (`.to(torch::kCPU)`: a batch moved off the device to save an image, a
+// metric read on the host).
 auto deviceAgnostic() {
   auto queried = cxxMemberCallExpr(callee(cxxMethodDecl(hasName("device"), ofClass(anyOf(tensorClass(), moduleClass())))));
   auto cpu = expr(anyOf(declRefExpr(to(namedDecl(anyOf(hasName("::c10::kCPU"),
@@ -44,7 +45,9 @@ auto deviceAgnostic() {
                         stringLiteral(matchesCpuString())));
   auto agnostic = expr(anyOf(ignoringParenImpCasts(queried), ignoringParenImpCasts(cpu),
                              cxxConstructExpr(hasType(recordNamed("::c10::Device")), hasArgument(0, spelledAs(cpu)))));
-  return spelledAs(expr(anyOf(agnostic, declRefExpr(to(varDecl(hasInitializer(spelledAs(agnostic))))))));
+  // A local taken from a tensor's device follows it; one that starts as the
+  // CPU is usually the program's device, made CUDA later when there is one.
+  return spelledAs(expr(anyOf(agnostic, declRefExpr(to(varDecl(hasInitializer(spelledAs(queried))))))));
 }
 
 }  // namespace

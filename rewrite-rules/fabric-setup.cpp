@@ -262,6 +262,29 @@ AST_MATCHER(Stmt, isUntracedOptimizerCreation) {
   return !contains(setupsIn(*function).optimizers, assignment.handle);
 }
 
+// `fabric.setup_optimizer(optimizer);` on the line after an optimizer whose
+// model fabricize cannot see: the runtime synchronises the optimizer's
+// parameters as they are (a model's, or loose tensors of a class that holds
+// its modules by raw pointers).
+EditGenerator setupOptimizerAfterCreation() {
+  return [](const MatchResult& result) -> llvm::Expected<llvm::SmallVector<Edit, 1>> {
+    const auto* statement = result.Nodes.getNodeAs<Stmt>("creation");
+    optimizers::OptimizerAssignment assignment = optimizers::optimizerAssignment(*statement);
+    if (!assignment.handle) return llvm::SmallVector<Edit, 1>();
+    QualType type = assignment.handle->getType();
+    bool pointerLike =
+        type->isPointerType() || match::heldBy(type, "std::unique_ptr") || match::heldBy(type, "std::shared_ptr");
+    const SourceManager& sm = *result.SourceManager;
+    CharSourceRange place = tooling::getExtendedRange(*statement, tok::semi, *result.Context);
+    SourceLocation end = place.getEnd();
+    if (place.isTokenRange())
+      end = Lexer::getLocForEndOfToken(sm.getExpansionLoc(end), 0, sm, result.Context->getLangOpts());
+    std::string indent = edits::indentationAt(statement->getBeginLoc(), sm);
+    return insertion(sm.getExpansionLoc(end), "\n" + indent + edits::fabricNameAt(result) + ".setup_optimizer(" +
+                                                  (pointerLike ? "*" : "") + assignment.handle->getName().str() + ");");
+  };
+}
+
 // A statement that may create an optimizer (cheap checks first; the
 // generator then finds the models).
 StatementMatcher optimizerCreationCandidate() {
@@ -291,8 +314,10 @@ Rule makeSetupRule(const FabricOptions&) {
           "Insert fabric.setup(model, optimizers...) after the last optimizer over the model is "
           "created (by value, through a smart pointer, as a member, over parameter groups): it "
           "moves the model to the device, broadcasts rank 0's weights and wraps it for the "
-          "strategy. An optimizer over a set-up model that the setup does not name is reported, and so "
-          "is one whose model cannot be found.",
+          "strategy. An optimizer whose model cannot be found (made by a factory, over the parameters a "
+          "class gathers from modules it holds by pointer) gets fabric.setup_optimizer(optimizer), "
+          "which synchronises its parameters themselves. An optimizer over a set-up model that the "
+          "setup does not name is reported.",
           RuleKind::Rewrite,
           applyFirst<std::string>({
               makeRule(stmt(creation, isForgottenOptimizer()), noopEdit(node("creation")),
@@ -300,12 +325,19 @@ Rule makeSetupRule(const FabricOptions&) {
                            "too (fabric.setup(model, optimizer, ...), or fabric.setup_optimizer(optimizer) "
                            "for one made after the setup) so the strategy and the precision see its steps")),
               makeRule(creation, setupAfterLastCreation(), explain),
+              makeRule(stmt(optimizerCreationCandidate(), inFabricScope(), isUntracedOptimizerCreation(),
+                            anyOf(hasParent(compoundStmt()), hasParent(exprWithCleanups(hasParent(compoundStmt())))))
+                           .bind("creation"),
+                       setupOptimizerAfterCreation(),
+                       cat("no model's parameters() reach this optimizer here (a factory made it, or a class "
+                           "that holds its modules by pointer gathers them): the Fabric synchronises the "
+                           "optimizer's parameters themselves")),
               makeRule(stmt(optimizerCreationCandidate(), inFabricScope(), isUntracedOptimizerCreation())
                            .bind("creation"),
                        noopEdit(node("creation")),
                        cat("fabricize cannot tell which model this optimizer trains (no model's "
                            "parameters() reach it here), so it sets up none: add "
-                           "fabric.setup(model, optimizer) after it, or each rank trains its own copy")),
+                           "fabric.setup_optimizer(optimizer) after it, or each rank trains its own copy")),
               makeRule(memberCreation, setupAfterLastCreation(), explain),
           })};
 }

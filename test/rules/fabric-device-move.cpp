@@ -91,9 +91,12 @@ struct Normalizer {
 // CHECK-NEXT: {{^  }}auto halved = noise.to(fabric.device(), torch::kHalf);
 // CHECK-NEXT: {{^  }}auto cast = noise.to(torch::kFloat);
 // CHECK-NEXT: {{^  }}auto in_macro = TO_GPU(noise);
-// MSG: fabric-device-move.cpp:[[@LINE+27]]:19: warning: not migrated: the code is inside a macro expansion {{.*}} [fabric-device-move]
+// CHECK: {{^  }}auto on_chosen = noise.to(fabric.device());
+// MSG: fabric-device-move.cpp:[[@LINE+29]]:19: warning: not migrated: the code is inside a macro expansion {{.*}} [fabric-device-move]
 int main() {
   torch::Device device(torch::kCUDA);
+  torch::Device chosen = torch::kCPU;  // the program's device: CUDA when there is one
+  if (torch::cuda::is_available()) chosen = torch::kCUDA;
   auto loader = torch::data::make_data_loader(Pairs().map(torch::data::transforms::Stack<>()), 8);
   Net model;
   Net teacher;
@@ -120,6 +123,7 @@ int main() {
   auto cast = noise.to(torch::kFloat);
   auto in_macro = TO_GPU(noise);
   auto placed = place(noise, device);
+  auto on_chosen = noise.to(chosen);
   return 0;
 }
 
