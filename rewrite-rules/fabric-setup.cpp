@@ -200,14 +200,21 @@ EditGenerator setupAfterLastCreation() {
         edit.Replacement = statements(indent) + "\n" + outer;
         return llvm::SmallVector<Edit, 1>{edit};
       }
-      // Last in the body: what the constructor does to the model (a
-      // pretrained encoder loaded, frozen) comes before the Fabric takes it.
-      const Stmt* lastStatement = body->body_back();
-      CharSourceRange after = tooling::getExtendedRange(*lastStatement, tok::semi, *result.Context);
-      SourceLocation end = after.getEnd();
-      if (after.isTokenRange())
-        end = Lexer::getLocForEndOfToken(sm.getExpansionLoc(end), 0, sm, result.Context->getLangOpts());
-      return insertion(sm.getExpansionLoc(end), statements(indent));
+      // Last in the body, on its own line before the closing brace: what the
+      // constructor does to the model (a pretrained encoder loaded, frozen)
+      // comes before the Fabric takes it. (Not after the last statement,
+      // which another rule may remove: `model_->to(device)`.)
+      SourceLocation close = sm.getExpansionLoc(body->getRBracLoc());
+      auto [file, offset] = sm.getDecomposedLoc(close);
+      llvm::StringRef text = sm.getBufferData(file);
+      size_t lineStart = text.rfind('\n', offset);
+      lineStart = lineStart == llvm::StringRef::npos ? 0 : lineStart + 1;
+      if (text.slice(lineStart, offset).trim().empty()) {
+        std::string lines = statements(indent);  // "\n<indent>setup;" per group
+        return insertion(close.getLocWithOffset(static_cast<int>(lineStart) - static_cast<int>(offset)),
+                         lines.substr(1) + "\n");
+      }
+      return insertion(close, statements(indent) + "\n" + edits::indentationAt(context.function->getBeginLoc(), sm));
     }
     CharSourceRange place = tooling::getExtendedRange(*last->place, tok::semi, *result.Context);
     SourceLocation end = place.getEnd();

@@ -611,10 +611,23 @@ int runVerify(int argc, const char** argv) {
     if (!llvm::sys::fs::exists(migratedTree + "/CMakeLists.txt"))
       return cannot("--migrated " + o.migrated + " has no CMakeLists.txt: give the migrated project's root");
   }
-  // A project's tree mirrors the project root; its CMakeLists.txt is at the top.
+  // A project's tree mirrors the project root; its CMakeLists.txt is where
+  // the CMake source directory is under that root (a project folder inside
+  // a repository: the root is the repository, `projects/face/` builds).
+  std::string projectFolder;
+  if (!o.buildPath.empty()) {
+    BuildTree build = readBuildTree(o.buildPath);
+    std::string text;
+    nlohmann::json report;
+    if (readFile(o.work + "/migration.json", text)) report = nlohmann::json::parse(text, nullptr, false);
+    std::string root = report.is_object() ? report.value("root", std::string()) : std::string();
+    if (!root.empty() && !build.cmakeSourceDir.empty() && build.cmakeSourceDir != root &&
+        isUnderOrEqual(build.cmakeSourceDir, root))
+      projectFolder = "/" + build.cmakeSourceDir.substr(root.size() + 1);
+  }
   llvm::errs() << "fabricize verify: building both programs\n";
   std::string binaries[2];
-  const std::string trees[2] = {originalTree, migratedTree};
+  const std::string trees[2] = {originalTree + projectFolder, migratedTree + projectFolder};
   const char* names[2] = {"original", "migrated"};
   for (int i = 0; i < 2; ++i) {
     // One build folder per tree (a CMake build belongs to one source folder).

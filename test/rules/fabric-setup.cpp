@@ -98,6 +98,24 @@ class Trainer {
   std::unique_ptr<torch::optim::Adam> optimizer_;
 };
 
+// The constructor's last statement is a move the setup replaces: the setup
+// takes its place.
+// CHECK-LABEL: {{^}}class DeviceTrainer {
+// CHECK: {{^      }}: fabric_(fabric), model_(model), optimizer_(std::make_unique<torch::optim::Adam>(model_->parameters())) {
+// CHECK-NEXT: {{^    }}fabric_.setup(model_, *optimizer_);
+// CHECK-NEXT: {{^  }}}
+class DeviceTrainer {
+ public:
+  DeviceTrainer(Net model, torch::Device device)
+      : model_(model), optimizer_(std::make_unique<torch::optim::Adam>(model_->parameters())) {
+    model_->to(device);
+  }
+
+ private:
+  Net model_;
+  std::unique_ptr<torch::optim::Adam> optimizer_;
+};
+
 // A factory that is handed the model makes the optimizer: the model is its
 // argument.
 std::unique_ptr<torch::optim::Optimizer> make_optimizer(Net& net, double lr);
