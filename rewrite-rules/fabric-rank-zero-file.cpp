@@ -5,6 +5,7 @@
 #include "Edits.h"
 #include "Matchers.h"
 #include "RuleFactories.h"
+#include "Vendored.h"
 
 namespace fabricize {
 
@@ -33,6 +34,27 @@ auto lastSpelledArgument() {
 AST_MATCHER(clang::StringLiteral, isWriteMode) {
   llvm::StringRef mode = Node.getString();
   return mode.contains('w') || mode.contains('a') || mode.contains('+');
+}
+
+// A function of third-party code the project carries (a JSON library's
+// save_file) that opens a file for writing itself: the edit cannot go
+// inside it, so its call is made on rank zero.
+AST_MATCHER(clang::FunctionDecl, isVendoredFileWriter) {
+  const clang::FunctionDecl* definition = Node.getDefinition();
+  if (!definition || !definition->getBody()) return false;
+  const clang::SourceManager& sm = Finder->getASTContext().getSourceManager();
+  clang::SourceLocation at = sm.getExpansionLoc(definition->getLocation());
+  if (sm.isInSystemHeader(at)) return false;
+  clang::FileID file = sm.getFileID(at);
+  auto entry = sm.getFileEntryRefForID(file);
+  if (!entry || !isVendoredFile(entry->getName(), "", sm.getBufferData(file))) return false;
+  auto writes = clang::ast_matchers::match(
+      stmt(hasDescendant(expr(anyOf(cxxConstructExpr(hasType(outputFileStream()), hasArgument(0, expr()),
+                                                     unless(hasArgument(0, hasType(outputFileStream())))),
+                                    cxxMemberCallExpr(callee(cxxMethodDecl(
+                                        hasName("open"), ofClass(cxxRecordDecl(hasName("::std::basic_ofstream")))))))))),
+      *definition->getBody(), Finder->getASTContext());
+  return !writes.empty();
 }
 
 }  // namespace
@@ -80,10 +102,17 @@ Rule makeRankZeroFileRule(const FabricOptions&) {
   auto reopenOnRankZero = changeTo(node("call"), wrapped(cat(node("stream"), " = ")));
   auto openOnRankZeroFree = changeTo(encloseNodes("first", "last"), wrappedFree(cat("")));
   auto reopenOnRankZeroFree = changeTo(node("call"), wrappedFree(cat(node("stream"), " = ")));
+  auto vendoredWrite = callExpr(callee(functionDecl(isVendoredFileWriter())), hasAncestor(trainingFunction()),
+                                inFabricScope(), unless(onOneRankOnly()))
+                           .bind("write");
+  auto explainVendored = cat("this call into third-party code writes a file: made on global rank 0 only, so "
+                             "ranks do not write copies");
   return {"fabric-rank-zero-file", "+",
           "A std::ofstream opened in training code (a loss log, a CSV of metrics) is opened through "
-          "fabric.rank_zero_ofstream(path): the file on global rank 0, /dev/null elsewhere. A C "
-          "fopen for writing is reported.",
+          "fabric.rank_zero_ofstream(path): the file on global rank 0, /dev/null elsewhere (the "
+          "free fabric::rank_zero_ofstream where no Fabric can be passed). A call into third-party "
+          "code the project carries that writes a file is made on rank 0. A C fopen for writing is "
+          "reported.",
           RuleKind::Rewrite,
           applyFirst<std::string>({
               makeRule(cxxConstructExpr(opened, training), openOnRankZero, explain),
@@ -95,6 +124,18 @@ Rule makeRankZeroFileRule(const FabricOptions&) {
                        edits::optionalEdit(reopenOnRankZero), explain),
               makeRule(opened, edits::standaloneEdit(openOnRankZeroFree), explain),
               makeRule(reopened.bind("call"), edits::standaloneEdit(reopenOnRankZeroFree), explain),
+              makeRule(callExpr(vendoredWrite, isWholeStatement()),
+                       insertBefore(node("write"), cat("if (", edits::fabricMember("is_global_zero()"), ") ")),
+                       explainVendored),
+              // Its success as a value (`if (!save_file(...)) warn();`): other
+              // ranks report success without writing.
+              makeRule(callExpr(vendoredWrite, hasType(booleanType())),
+                       changeTo(node("write"), cat("(!", edits::fabricMember("is_global_zero()"), " || ",
+                                                   node("write"), ")")),
+                       explainVendored),
+              makeRule(vendoredWrite, noopEdit(node("write")),
+                       cat("this call into third-party code writes a file on every rank: make it on rank 0 "
+                           "only (if (fabric.is_global_zero()) ...)")),
               makeRule(callExpr(cOpen, training), noopEdit(node("fopen")),
                        cat("every rank opens this file for writing: open and write it on rank 0 "
                            "only (if (fabric.is_global_zero()) ...), or use a std::ofstream from "

@@ -5,6 +5,7 @@
 #include "Edits.h"
 #include "Matchers.h"
 #include "Threading.h"
+#include "Vendored.h"
 
 #include "clang/AST/ASTContext.h"
 #include "clang/ASTMatchers/ASTMatchFinder.h"
@@ -66,39 +67,15 @@ bool isUnder(const std::string& path, const std::string& root) {
   return path[root.size()] == '/';
 }
 
-// Third-party code the project carries is never edited or reported on: a
-// file under a folder named as such below the root (third_party/, external/,
-// vendor/, ...), or a single-header library copied in: a file of over 300
-// lines that reads no LibTorch header and carries a license grant.
+// Whether a file is third-party code the project carries (Vendored.h),
+// asked once per file.
 bool isVendored(const std::string& path, const std::string& root, llvm::StringRef text) {
   static std::mutex mutex;
   static std::map<std::string, bool> known;
-  {
-    std::lock_guard<std::mutex> lock(mutex);
-    if (auto found = known.find(path); found != known.end()) return found->second;
-  }
-  bool vendored = false;
-  llvm::StringRef relative = llvm::StringRef(path);
-  if (!root.empty() && relative.consume_front(root)) relative = relative.ltrim('/');
-  for (auto part = llvm::sys::path::begin(relative), end = llvm::sys::path::end(relative); part != end; ++part) {
-    std::string folder = part->lower();
-    if (std::next(part) != end &&
-        (folder == "third_party" || folder == "third-party" || folder == "thirdparty" || folder == "3rdparty" ||
-         folder == "3rd_party" || folder == "external" || folder == "externals" || folder == "extern" ||
-         folder == "vendor" || folder == "vendored" || folder == "deps"))
-      vendored = true;
-  }
-  if (!vendored && text.count('\n') > 300 && !text.contains("<torch/") && !text.contains("<ATen/") &&
-      !text.contains("\"torch/") && !text.contains("<c10/")) {
-    llvm::StringRef head = text.take_front(4000);
-    for (const char* grant : {"Permission is hereby granted", "SPDX-License-Identifier", "Licensed under the",
-                              "Redistribution and use in source and binary forms", "Boost Software License",
-                              "GNU General Public License", "Mozilla Public License"})
-      vendored = vendored || head.contains(grant);
-  }
   std::lock_guard<std::mutex> lock(mutex);
-  known[path] = vendored;
-  return vendored;
+  auto [entry, inserted] = known.try_emplace(path, false);
+  if (inserted) entry->second = isVendoredFile(path, root, text);
+  return entry->second;
 }
 
 // What the engine knows of the translation unit being matched.

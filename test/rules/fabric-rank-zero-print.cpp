@@ -25,6 +25,18 @@ void report(fabric::Fabric& fabric) {
   }
 }
 
+// A helper that prints to std::cout by default (a command-line parser's
+// dump()): its declaration stays, the call passes the rank-zero stream.
+// CHECK: {{^}}  void dump(std::ostream& out = std::cout) const;
+// CHECK: {{^}}  void table(int width, std::ostream& out = std::cout) const;
+struct Options {
+  void dump(std::ostream& out = std::cout) const;
+  void table(int width, std::ostream& out = std::cout) const;
+};
+
+// CHECK: {{^  }}options.dump(fabric.print());
+// CHECK-NEXT: {{^  }}options.table(8, fabric.print());
+// CHECK-NEXT: {{^  }}options.dump(std::cerr);
 // CHECK: {{^    }}fabric.print() << "epoch " << epoch << std::endl;
 // CHECK-NEXT: {{^    }}fabric.printf("loss %.4f\n", 0.5);
 // CHECK-NEXT: {{^    }}fabric.printf("step %d\n", epoch);
@@ -36,6 +48,10 @@ int main(int argc, char** argv) {
     return 2;
   }
   torch::manual_seed(0);
+  Options options;
+  options.dump();
+  options.table(8);
+  options.dump(std::cerr);
   for (int epoch = 0; epoch < 2; ++epoch) {
     std::cout << "epoch " << epoch << std::endl;
     std::printf("loss %.4f\n", 0.5);

@@ -15,6 +15,10 @@
 // RUN: FileCheck %s --input-file=%t/out/train.cpp --check-prefix=TRAIN
 // TRAIN: fabric.backward(loss);
 // TRAIN: fabric.print() << "loss "
+// A call into it that writes a file is made on rank 0 (the library itself
+// is not edited).
+// TRAIN: if (fabric.is_global_zero()) tinyjson::write("metrics.json", "loss", loss.item<double>());
+// TRAIN-NEXT: if (!(!fabric.is_global_zero() || tinyjson::save("loss.txt", loss.item<double>()))) std::cerr
 //
 // The same header in the project's own folder, without a license grant, is
 // the project's: its default argument still stays as it is.

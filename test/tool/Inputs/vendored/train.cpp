@@ -16,5 +16,6 @@ int main(int argc, char** argv) {
   optimizer.step();
   std::cout << "loss " << loss.item<double>() << "\n";
   tinyjson::write("metrics.json", "loss", loss.item<double>());
+  if (!tinyjson::save("loss.txt", loss.item<double>())) std::cerr << "could not write loss.txt\n";
   return 0;
 }

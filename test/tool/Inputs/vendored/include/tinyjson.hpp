@@ -12,6 +12,11 @@ namespace tinyjson {
 inline void dump(const std::string& key, double value, std::ostream& out = std::cout) {
   out << "{\"" << key << "\": " << value << "}\n";
 }
+inline bool save(const std::string& path, double value) {
+  std::ofstream file(path);
+  file << value << "\n";
+  return static_cast<bool>(file);
+}
 inline void write(const std::string& path, const std::string& key, double value) {
   std::ofstream file(path);
   dump(key, value, file);
