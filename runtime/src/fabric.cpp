@@ -258,6 +258,70 @@ const Options& Fabric::options() const { return state_->options; }
 
 namespace {
 
+// Every rank starts from rank 0's values of a newly set-up parameter set
+// (and of the buffers given), whatever its seed. Detached aliases: broadcast
+// writes into them in place, which autograd would refuse on leaf parameters
+// that require grad.
+void broadcast_from_rank_zero(detail::FabricState& state, const char* call,
+                              const detail::NamedParameters& parameters,
+                              const std::vector<at::Tensor>& buffers) {
+  if (!state.group) return;
+  std::vector<at::Tensor> values;
+  std::vector<at::Tensor> trained_parameters;
+  for (const auto& item : parameters) {
+    values.push_back(item.second.detach());
+    if (item.second.requires_grad()) trained_parameters.push_back(item.second);
+  }
+  for (const auto& buffer : buffers) values.push_back(buffer.detach());
+  state.collective(call, [&] {
+    // Fails with a clear message when ranks built different models.
+    c10d::verify_params_across_processes(state.group, trained_parameters, c10::nullopt);
+    if (!values.empty()) {
+      c10d::broadcast_coalesced(state.group, values, detail::kBroadcastBucketBytes, 0);
+    }
+  });
+}
+
+// A model is set up that holds parameters of loose sets (setup_optimizer
+// took them when no set-up model owned them): they leave those sets, whose
+// synchronization is rebuilt over what is left (as when the parameters that
+// require grad change), so that each tensor is synchronized once, with its
+// model. Local; every rank does the same.
+void release_loose_parameters(detail::FabricState& state,
+                              const detail::NamedParameters& parameters) {
+  std::unordered_set<const c10::TensorImpl*> taken;
+  for (const auto& item : parameters) taken.insert(item.second.unsafeGetTensorImpl());
+  for (size_t k = 0; k < state.models.size();) {
+    auto& entry = state.models[k];
+    if (!entry.loose) {
+      ++k;
+      continue;
+    }
+    detail::NamedParameters kept;
+    std::vector<char> kept_trained;
+    detail::NamedParameters trained;  // as the strategy last saw them
+    for (size_t i = 0; i < entry.parameters.size(); ++i) {
+      if (taken.count(entry.parameters[i].second.unsafeGetTensorImpl()) > 0) continue;
+      kept.push_back(entry.parameters[i]);
+      kept_trained.push_back(entry.trained[i]);
+      if (entry.trained[i]) trained.push_back(entry.parameters[i]);
+    }
+    if (kept.size() == entry.parameters.size()) {
+      ++k;
+      continue;
+    }
+    state.strategy->trained_parameters_changed(entry.address, trained);
+    if (kept.empty()) {
+      state.strategy->forget_module(entry.address);
+      state.models.erase(state.models.begin() + static_cast<std::ptrdiff_t>(k));
+      continue;
+    }
+    entry.parameters = std::move(kept);
+    entry.trained = std::move(kept_trained);
+    ++k;
+  }
+}
+
 // Both setup_module overloads; `owner` is null for a model held by value.
 void setup_model(detail::FabricState& state, torch::nn::Module& model,
                  std::shared_ptr<torch::nn::Module> owner) {
@@ -270,6 +334,10 @@ void setup_model(detail::FabricState& state, torch::nn::Module& model,
   for (const auto& item : module->named_parameters()) {
     all_parameters.emplace_back(item.key(), item.value());
   }
+  // Parameters that setup_optimizer took when no set-up model owned them
+  // (an optimizer over this model and another one, set up with the other
+  // one) belong to this model from now on.
+  release_loose_parameters(state, all_parameters);
   // A model set up again is recognized by its parameter tensors, not only
   // its address: a model held by value that was destroyed can have a
   // successor at the same address (a train() function called twice), which
@@ -302,24 +370,7 @@ void setup_model(detail::FabricState& state, torch::nn::Module& model,
   for (const auto& item : all_parameters) {
     if (item.second.requires_grad()) trained.push_back(item);
   }
-  if (state.group) {
-    // Every rank starts from rank 0's weights and buffers, whatever its seed.
-    // Detached aliases: broadcast writes into them in place, which autograd
-    // would refuse on leaf parameters that require grad.
-    std::vector<at::Tensor> module_state;
-    std::vector<at::Tensor> trained_parameters;
-    for (const auto& item : all_parameters) module_state.push_back(item.second.detach());
-    for (const auto& item : trained) trained_parameters.push_back(item.second);
-    for (const auto& buffer : module->buffers()) module_state.push_back(buffer.detach());
-
-    state.collective("fabric.setup()", [&] {
-      // Fails with a clear message when ranks built different models.
-      c10d::verify_params_across_processes(state.group, trained_parameters, c10::nullopt);
-      if (!module_state.empty()) {
-        c10d::broadcast_coalesced(state.group, module_state, detail::kBroadcastBucketBytes, 0);
-      }
-    });
-  }
+  broadcast_from_rank_zero(state, "fabric.setup()", all_parameters, module->buffers());
   // A model set up twice keeps what the strategy attached the first time
   // (a second Reducer on the same parameters would wait for gradients that
   // the first one takes).
@@ -328,6 +379,76 @@ void setup_model(detail::FabricState& state, torch::nn::Module& model,
     return;
   }
   state.collective("fabric.setup()", [&] { state.strategy->setup_module(*module, trained); });
+}
+
+// An optimizer's parameters that no set-up model owns (a class that is not a
+// module holds the modules, and gathers their parameters for the
+// optimizer), held by a module of Fabric's own so that they are set up as
+// one: Module::to moves and casts them in place (set_data: the optimizer
+// keeps referring to the same tensors), the strategies key their state by
+// its address, and the Fabric keeps it (and so the tensors) alive.
+class LooseParameters : public torch::nn::Module {
+ public:
+  explicit LooseParameters(const detail::NamedParameters& parameters)
+      : torch::nn::Module("fabric::LooseParameters") {
+    for (size_t i = 0; i < parameters.size(); ++i) {
+      const at::Tensor& tensor = parameters[i].second;
+      register_parameter("p" + std::to_string(i), tensor, tensor.requires_grad());
+    }
+  }
+};
+
+// "16x8"; "scalar" for a 0-dimensional tensor.
+std::string shape_of(const at::Tensor& tensor) {
+  if (tensor.dim() == 0) return "scalar";
+  std::string text;
+  for (int64_t d = 0; d < tensor.dim(); ++d) {
+    text += (d > 0 ? "x" : "") + std::to_string(tensor.size(d));
+  }
+  return text;
+}
+
+// setup_optimizer's parameters of no set-up model, `loose` (named by their
+// place in the optimizer), become a set-up parameter set: on the device and
+// in the precision, rank 0's values, and the strategy's synchronization
+// over those that require grad, as setup_model gives a model.
+void setup_loose_parameters(detail::FabricState& state, detail::NamedParameters loose) {
+  // Leaf tensors: LibTorch's optimizers refuse others ("can't optimize a
+  // non-leaf Tensor").
+  auto holder = std::make_shared<LooseParameters>(loose);
+  detail::move_to_device_and_precision(*holder, state.device, state.options.precision());
+  ++state.loose_sets;
+  detail::FabricState::SetUpModel entry;
+  entry.address = holder.get();
+  entry.owner = holder;
+  entry.loose = true;
+  entry.parameters = loose;  // Module::to kept the tensors (set_data)
+  detail::NamedParameters trained;
+  int64_t values = 0;
+  for (const auto& item : loose) {
+    entry.trained.push_back(item.second.requires_grad() ? 1 : 0);
+    if (item.second.requires_grad()) trained.push_back(item);
+    values += item.second.numel();
+  }
+  state.models.push_back(std::move(entry));
+  broadcast_from_rank_zero(state, "fabric.setup_optimizer()", loose, {});
+  state.collective("fabric.setup_optimizer()",
+                   [&] { state.strategy->setup_module(*holder, trained); });
+
+  // What Fabric cannot do without the modules: their buffers.
+  if (state.placement.world_size == 1 || state.noted_loose_parameters) return;
+  state.noted_loose_parameters = true;
+  if (state.placement.global_rank != 0) return;
+  detail::write_stderr_line(
+      "fabric: note: fabric.setup_optimizer(): " + std::to_string(loose.size()) +
+      " parameter tensor" + (loose.size() == 1 ? "" : "s") + " (" + std::to_string(values) +
+      " values) of this optimizer belong to no model passed to fabric.setup(); Fabric "
+      "synchronizes them as a set of their own under strategy '" + state.context.strategy +
+      "' (rank 0's values broadcast now, gradients averaged across ranks in every "
+      "fabric.backward() that reaches them). The modules that hold them are not visible to "
+      "Fabric, so their buffers (BatchNorm running statistics, other registered buffers) are "
+      "not broadcast from rank 0: build them alike on every rank (the same seed), or pass such "
+      "a module to fabric.setup(module, optimizer). (Printed once, by rank 0.)");
 }
 
 } // namespace
@@ -340,18 +461,43 @@ void Fabric::setup_module(const std::shared_ptr<torch::nn::Module>& module) {
 void Fabric::setup_module(torch::nn::Module& module) { setup_model(*state_, module, nullptr); }
 
 void Fabric::setup_optimizer(torch::optim::Optimizer& optimizer) {
-  // Module::to() moves parameters in place (set_data), so the optimizer's
-  // references stay valid; only a check is left to do.
-  state_->require_launched("setup()");
-  for (const auto& group : optimizer.param_groups()) {
-    for (const auto& parameter : group.params()) {
-      TORCH_CHECK(parameter.device() == state_->device,
-                  "fabric::setup: an optimizer parameter is on ", parameter.device(),
-                  " instead of ", state_->device,
-                  "; set up the model that owns it with the optimizer");
+  auto& state = *state_;
+  state.require_launched("setup()");
+  // An optimizer the strategy cannot run is refused before anything changes.
+  state.strategy->setup_optimizer(optimizer);
+  // The parameters of a set-up model were moved, cast and broadcast with it
+  // (Module::to keeps the tensors, so the optimizer's references stay
+  // valid). The others (the optimizer of a class that holds its modules
+  // itself, or an extra tensor beside a set-up model) become a set of their
+  // own; ones set up before by another optimizer keep their set.
+  std::unordered_set<const c10::TensorImpl*> set_up;
+  for (const auto& model : state.models) {
+    for (const auto& item : model.parameters) set_up.insert(item.second.unsafeGetTensorImpl());
+  }
+  detail::NamedParameters loose;
+  const auto& groups = optimizer.param_groups();
+  for (size_t g = 0; g < groups.size(); ++g) {
+    const auto& parameters = groups[g].params();
+    for (size_t i = 0; i < parameters.size(); ++i) {
+      const at::Tensor& parameter = parameters[i];
+      // Also a tensor listed twice (in two groups) is taken once.
+      if (!parameter.defined() || !set_up.insert(parameter.unsafeGetTensorImpl()).second) continue;
+      loose.emplace_back("param_groups[" + std::to_string(g) + "][" + std::to_string(i) + "] (" +
+                             shape_of(parameter) + ") of setup_optimizer #" +
+                             std::to_string(state.loose_sets + 1),
+                         parameter);
     }
   }
-  state_->strategy->setup_optimizer(optimizer);
+  if (!loose.empty()) setup_loose_parameters(state, std::move(loose));
+  for (const auto& group : groups) {
+    for (const auto& parameter : group.params()) {
+      TORCH_CHECK(!parameter.defined() || parameter.device() == state.device,
+                  "fabric::setup: an optimizer parameter is on ", parameter.device(),
+                  " instead of ", state.device,
+                  " (it was moved after it was set up); move it back, or load values with "
+                  "fabric.load()");
+    }
+  }
 }
 
 namespace {
@@ -629,7 +775,7 @@ void Fabric::check_sync_after_step(torch::optim::Optimizer& optimizer) {
   for (size_t k = 0; k < state.models.size(); ++k) {
     for (const auto& [name, tensor] : state.models[k].parameters) {
       if (!listed.insert(tensor.unsafeGetTensorImpl()).second) continue;
-      parameters.push_back({state.models.size() > 1
+      parameters.push_back({state.models.size() > 1 && !state.models[k].loose
                                 ? name + " (set-up model #" + std::to_string(k + 1) + ")"
                                 : name,
                             tensor});

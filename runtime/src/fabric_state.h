@@ -50,9 +50,15 @@ class FabricState {
   // null) and may be destroyed before the Fabric, so nothing after setup
   // dereferences `address`: backward, the sync check and the warnings use
   // the parameter tensors kept here (the same tensors the model holds).
+  // An optimizer's parameters that no set-up model owned when
+  // setup_optimizer saw them are one more entry (`loose`): `owner` is a
+  // module of Fabric's own that holds those tensors (fabric.cpp,
+  // LooseParameters), so the strategies, backward, the loss scaler and the
+  // sync check treat them as a model.
   struct SetUpModel {
     const torch::nn::Module* address = nullptr;
     std::shared_ptr<torch::nn::Module> owner;
+    bool loose = false;
     NamedParameters parameters;
     // Per parameter: whether it required grad when the strategy last set up
     // the model's gradient synchronization (setup(), or a backward that
@@ -76,6 +82,11 @@ class FabricState {
   std::unordered_set<const torch::optim::Optimizer*> optimizers_known_set_up;
   bool warned_backward_without_setup = false;
   bool warned_step_without_setup = false;
+  // Optimizers whose parameters of no set-up model became a loose entry of
+  // `models` (numbers them in messages), and whether rank 0 said what that
+  // leaves out (the modules' buffers).
+  int loose_sets = 0;
+  bool noted_loose_parameters = false;
 
   // "16-mixed": PyTorch's GradScaler, in plain tensor ops (1.13 has no CPU
   // kernels for _amp_foreach_non_finite_check_and_unscale_/_amp_update_scale_).

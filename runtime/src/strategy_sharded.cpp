@@ -213,8 +213,8 @@ class ShardedStrategy : public Strategy {
     for (const auto& parameter : parameters_) {
       if (!parameter.trained || parameter.tensor._version() == parameter.version) continue;
       throw std::logic_error(
-          std::string("fabric: ") + call + ": parameter '" + parameter.name +
-          "' of a set-up model changed after Fabric last synchronized it. Was "
+          std::string("fabric: ") + call + ": set-up parameter '" + parameter.name +
+          "' changed after Fabric last synchronized it. Was "
           "optimizer.step() called directly? Under strategy '" + context_.strategy +
           "' each rank updates only the parameters it owns: call fabric.step(optimizer) "
           "instead of optimizer.step(); it steps the optimizer and broadcasts the updated "
@@ -343,7 +343,8 @@ class ShardedStrategy : public Strategy {
 
   // models_[m]'s members become the parameters of `trained` it reduces:
   // those it brought first (one shared with a model set up earlier keeps its
-  // owner and is reduced with that model). New ones get an owner: largest
+  // owner and is reduced with that model, unless that model no longer trains
+  // it). New ones get an owner: largest
   // first, onto the rank that owns the fewest bytes so far. zero2: the
   // model's buckets are rebuilt.
   void assign_members(size_t m, const NamedParameters& trained) {
@@ -366,7 +367,13 @@ class ShardedStrategy : public Strategy {
         fresh.push_back(index);
       } else {
         index = known->second;
-        if (parameters_[index].model != m) continue;
+        // Reduced with the model set up first with it; one that model does
+        // not train (a loose set of an optimizer's parameters released it to
+        // the model now set up) is taken over, with its owner.
+        if (parameters_[index].model != m) {
+          if (parameters_[index].trained) continue;
+          parameters_[index].model = m;
+        }
       }
       auto& parameter = parameters_[index];
       // Frozen until now: Fabric did not watch it, and it is in sync (the

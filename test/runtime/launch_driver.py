@@ -64,7 +64,10 @@
   launch_driver.py warnings PROGRAM
       2 ranks train a model that was never set up: rank 0 warns once about
       fabric.backward and once about fabric.step; set up, or on 1 rank,
-      nothing is printed.
+      nothing is printed. The same for an optimizer over parameters of no
+      set-up model (never set up: both warnings); set up with
+      fabric.setup_optimizer: one note that their modules' buffers are not
+      broadcast, no warning.
   launch_driver.py sync_check PROGRAM
       FABRIC_CHECK_SYNC=1: a job in sync (ddp, zero2; 1 and 2 ranks) prints
       "fabric: sync check passed: ..." once; a rank that changes a parameter
@@ -1028,6 +1031,26 @@ def warnings(program):
         code, _, stderr = run_job(case, command)
         if code != 0 or "fabric: warning" in stderr:
             report(case, f"exit code {code}, stderr:\n{stderr}")
+    # An optimizer over parameters of no set-up model (a class holding modules
+    # made with new): never set up, the same warnings; set up with
+    # fabric.setup_optimizer, no warning, and one note on rank 0 saying that
+    # the modules' buffers are not broadcast; one process, nothing.
+    code, _, stderr = run_job("loose, not set up", [program, "loose", "--devices=2", "--setup=0"])
+    lines = stderr.splitlines()
+    if code != 0 or any(sum(line.startswith(prefix) for line in lines) != 1
+                        for prefix in (backward, step)):
+        report("loose, not set up", f"exit code {code}; expected each warning once:\n{stderr}")
+    note = "fabric: note: fabric.setup_optimizer(): "
+    code, _, stderr = run_job("loose, set up", [program, "loose", "--devices=2"])
+    lines = stderr.splitlines()
+    notes = [line for line in lines if line.startswith(note)]
+    if (code != 0 or "fabric: warning" in stderr or len(notes) != 1
+            or "buffers" not in notes[0] or "not broadcast" not in notes[0]
+            or "(Printed once, by rank 0.)" not in notes[0]):
+        report("loose, set up", f"exit code {code}; expected one note on buffers, no warning:\n{stderr}")
+    code, _, stderr = run_job("loose, one process", [program, "loose", "--devices=1"])
+    if code != 0 or "fabric: " in stderr:
+        report("loose, one process", f"exit code {code}, stderr:\n{stderr}")
     print("warnings: once on rank 0 when not set up, none otherwise")
 
 

@@ -76,6 +76,18 @@
 //       base frozen again after setup; gradients are the ranks' average in
 //       every step; ranks that change the set differently get an error.
 //       --disagree=one: rank 1 alone changes it (the job must end).
+//   fabric_multiprocess_program loose [--devices=N] [--strategy=S] [--precision=P]
+//       [--bucket-cap-mb=M] [--setup=0|1]
+//       an optimizer over parameters that no set-up model owns: a class
+//       owning two modules made with new, trained by a generic Trainer whose
+//       Adam is set up with fabric.setup_optimizer only (twice: train() makes
+//       a new optimizer per call); rank 0's values after setup, gradients
+//       the ranks' average, every step equal to a plain Adam step on the
+//       averaged gradient (bit for bit with 1 process), ranks identical,
+//       "*-true" precisions applied; one of the two modules set up as a
+//       model afterwards (its parameters move to it); then one set-up model
+//       plus a loose extra tensor in its optimizer. --setup=0: never set up
+//       (the warnings must say so).
 //   fabric_multiprocess_program banner [--devices=N] [--fail-rank=R]
 //       prints a banner before launch() (once, from rank 0) and lines from
 //       ranks 0 and 1 after it; rank R fails before launch() on stderr.
@@ -98,10 +110,12 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <iterator>
 #include <limits>
 #include <map>
+#include <memory>
 #include <numeric>
 #include <random>
 #include <set>
@@ -1567,6 +1581,294 @@ int run_phase_checks(const Arguments& arguments) {
   return 0;
 }
 
+// ---- optimizers over parameters that no set-up model owns ----------------------
+
+// A research program's model, which fabricize cannot set up: a class that is
+// not a module owns modules it made with new and gathers their parameters.
+struct Encoder : torch::nn::Module {
+  Encoder() : fc(register_module("fc", torch::nn::Linear(8, 16))) {}
+  torch::Tensor forward(const torch::Tensor& x) { return torch::tanh(fc(x)); }
+  torch::nn::Linear fc;
+};
+struct Head : torch::nn::Module {
+  Head() : fc(register_module("fc", torch::nn::Linear(16, 4))) {
+    gain = register_parameter("gain", torch::randn({4}));
+  }
+  torch::Tensor forward(const torch::Tensor& x) { return fc(x) * gain; }
+  torch::nn::Linear fc;
+  torch::Tensor gain;
+};
+class Experiment {
+ public:
+  Experiment() : encoder_(new Encoder()), head_(new Head()) {}
+  ~Experiment() {
+    delete encoder_;
+    delete head_;
+  }
+  Experiment(const Experiment&) = delete;
+  Experiment& operator=(const Experiment&) = delete;
+  torch::Tensor forward(const torch::Tensor& x) { return head_->forward(encoder_->forward(x)); }
+  std::vector<torch::Tensor> parameters() {
+    std::vector<torch::Tensor> parameters = encoder_->parameters();
+    for (const auto& parameter : head_->parameters()) parameters.push_back(parameter);
+    return parameters;
+  }
+  void to(torch::Dtype dtype) {
+    encoder_->to(dtype);
+    head_->to(dtype);
+  }
+  Encoder& encoder() { return *encoder_; }
+
+ private:
+  Encoder* encoder_ = nullptr;
+  Head* head_ = nullptr;
+};
+
+// The generic trainer: the optimizer is made in train(), where fabricize
+// puts fabric.setup_optimizer(optimizer). `hooks` lets the test look at
+// every stage (on_setup, batch, after_backward, after_step).
+template <class Model>
+class Trainer {
+ public:
+  Trainer(fabric::Fabric& fabric, Model* model, bool set_up)
+      : fabric_(fabric), model_(model), set_up_(set_up) {}
+  template <class Hooks>
+  void train(int steps, Hooks& hooks) {
+    torch::optim::Adam optimizer(model_->parameters(), torch::optim::AdamOptions(0.01));
+    if (set_up_) fabric_.setup_optimizer(optimizer);
+    hooks.on_setup(optimizer);
+    for (int i = 0; i < steps; ++i) {
+      const torch::Tensor input = hooks.batch();
+      optimizer.zero_grad();
+      const torch::Tensor loss = model_->forward(input).pow(2).mean();
+      fabric_.backward(loss);
+      hooks.after_backward();
+      fabric_.step(optimizer);
+      hooks.after_step();
+    }
+  }
+
+ private:
+  fabric::Fabric& fabric_;
+  Model* model_;
+  bool set_up_;
+};
+
+bool identical_across_ranks(fabric::Fabric& fabric, const std::vector<torch::Tensor>& tensors) {
+  bool identical = true;
+  for (const auto& tensor : tensors) {
+    const auto largest = fabric.all_reduce(tensor.detach(), fabric::ReduceOp::Max);
+    const auto smallest = fabric.all_reduce(tensor.detach(), fabric::ReduceOp::Min);
+    identical = identical && torch::equal(largest, smallest);
+  }
+  return identical;
+}
+
+// Checks a model trained through Fabric against a plain copy of it, stepped
+// by its own optimizer on the ranks' average of the copy's local gradients
+// (what every rank must compute). `reference_forward`: the copy's forward.
+struct AveragedStepCheck {
+  fabric::Fabric& fabric;
+  std::string what;
+  std::vector<torch::Tensor> trained;    // the Fabric's parameters (the optimizer's)
+  std::vector<torch::Tensor> reference;  // the plain copy's, in the same order
+  std::function<torch::Tensor(const torch::Tensor&)> reference_forward;
+  torch::Dtype dtype = torch::kFloat;
+  bool check_gradients = true;  // not under zero2 (owners only hold them)
+  double tolerance = 0;         // 0: bit for bit
+  bool sharded = false;         // zero1/zero2 on several ranks: ~1/N of the Adam state
+  bool stage2 = false;          // zero2 on several ranks: ~1/N of the gradients
+  torch::optim::Optimizer* optimizer = nullptr;  // the Trainer's, while it trains
+  std::unique_ptr<torch::optim::Adam> reference_optimizer;
+  std::vector<torch::Tensor> averaged;
+  int step = 0;
+
+  std::string where() const { return what + ", step " + std::to_string(step); }
+  void compare(const std::vector<torch::Tensor>& actual, const std::vector<torch::Tensor>& expected,
+               const std::string& kind) {
+    for (size_t i = 0; i < actual.size(); ++i) {
+      check(actual[i].defined(), where() + ": no " + kind + " for parameter " + std::to_string(i));
+      const double error = (actual[i] - expected[i]).abs().max().item<double>();
+      check(error <= tolerance * (1 + expected[i].abs().max().item<double>()),
+            where() + ": the " + kind + " of parameter " + std::to_string(i) + " is off by " +
+                std::to_string(error) + " from the single process on the averaged gradient");
+    }
+  }
+  std::vector<torch::Tensor> values(const std::vector<torch::Tensor>& tensors) const {
+    std::vector<torch::Tensor> result;
+    for (const auto& tensor : tensors) result.push_back(tensor.detach().clone());
+    return result;
+  }
+  // Each trained tensor is held by exactly one rank, and no rank holds all.
+  void check_sharded(int64_t held, const std::string& kind) {
+    const auto total = static_cast<int64_t>(trained.size());
+    const int64_t over_ranks = fabric.all_reduce(held, fabric::ReduceOp::Sum);
+    check(over_ranks == total && held < total,
+          where() + ": this rank holds the " + kind + " of " + std::to_string(held) + " of " +
+              std::to_string(total) + " parameters, " + std::to_string(over_ranks) +
+              " over all ranks (sharded: each one on exactly one rank)");
+  }
+  void on_setup(torch::optim::Optimizer& trainer_optimizer) {
+    optimizer = &trainer_optimizer;
+    if (!reference_optimizer) {
+      check(identical_across_ranks(fabric, trained), what + ": ranks differ after setup_optimizer");
+      torch::NoGradGuard no_grad;
+      for (size_t i = 0; i < trained.size(); ++i) reference[i].copy_(trained[i]);
+    } else {
+      // Set up again (a new optimizer over the same parameters): nothing moves.
+      compare(values(trained), values(reference), "value after the second setup_optimizer");
+    }
+    reference_optimizer = std::make_unique<torch::optim::Adam>(reference, torch::optim::AdamOptions(0.01));
+  }
+  torch::Tensor batch() {
+    torch::manual_seed(1300 + 10 * step + fabric.global_rank());  // every rank its own data
+    const torch::Tensor input = torch::randn({6, 8}).to(dtype);
+    // The copy's local gradients, averaged over the ranks.
+    reference_optimizer->zero_grad();
+    reference_forward(input).pow(2).mean().backward();
+    averaged.clear();
+    for (const auto& parameter : reference) {
+      averaged.push_back(fabric.all_reduce(parameter.grad(), fabric::ReduceOp::Mean));
+    }
+    return input;
+  }
+  void after_backward() {
+    if (stage2) {
+      int64_t held = 0;
+      for (const auto& parameter : trained) held += parameter.grad().defined() ? 1 : 0;
+      check_sharded(held, "gradient");
+    }
+    if (!check_gradients) return;
+    std::vector<torch::Tensor> gradients;
+    for (const auto& parameter : trained) gradients.push_back(parameter.grad());
+    compare(gradients, averaged, "gradient");
+  }
+  void after_step() {
+    {
+      torch::NoGradGuard no_grad;
+      for (size_t i = 0; i < reference.size(); ++i) reference[i].mutable_grad().copy_(averaged[i]);
+    }
+    reference_optimizer->step();
+    compare(values(trained), values(reference), "value");
+    check(identical_across_ranks(fabric, trained), where() + ": ranks differ after the step");
+    if (sharded) check_sharded(static_cast<int64_t>(optimizer->state().size()), "Adam state");
+    ++step;
+  }
+};
+
+int run_loose_checks(const Arguments& arguments) {
+  fabric::Fabric fabric(fabric::Options()
+                            .accelerator("cpu")
+                            .devices(arguments.devices)
+                            .strategy(arguments.strategy)
+                            .precision(arguments.precision)
+                            .bucket_cap_mb(arguments.bucket_cap_mb));
+  fabric.launch();
+  this_rank = fabric.global_rank();
+  const int rank = this_rank;
+  const std::string strategy = fabric.options().strategy();
+  const std::string& precision = fabric.options().precision();
+  const torch::Dtype dtype = precision == "64-true" ? torch::kDouble : torch::kFloat;
+  const bool one_process = fabric.world_size() == 1;
+  const std::string label = strategy + ", " + precision + ", " +
+                            std::to_string(fabric.world_size()) + " process" +
+                            (one_process ? "" : "es");
+
+  torch::manual_seed(40 + rank);  // every rank builds different values
+  Experiment experiment;
+  Trainer<Experiment> trainer(fabric, &experiment, arguments.setup);
+  if (!arguments.setup) {
+    // Never set up: nothing is synchronized, and Fabric says so (the driver
+    // reads the warnings).
+    struct NoChecks {
+      void on_setup(torch::optim::Optimizer&) {}
+      torch::Tensor batch() { return torch::randn({6, 8}); }
+      void after_backward() {}
+      void after_step() {}
+    } hooks;
+    trainer.train(3, hooks);
+    fabric.barrier("loose parameters not set up");
+    return 0;
+  }
+  if (!one_process) {
+    check(!identical_across_ranks(fabric, experiment.parameters()),
+          "differently seeded ranks built identical models (the check would prove nothing)");
+  }
+  Experiment plain;  // each rank's plain copy
+  if (dtype != torch::kFloat) plain.to(dtype);
+  AveragedStepCheck hooks{fabric, "Experiment trained by setup_optimizer alone (" + label + ")",
+                          experiment.parameters(), plain.parameters(),
+                          [&](const torch::Tensor& input) { return plain.forward(input); }};
+  hooks.dtype = dtype;
+  hooks.check_gradients = strategy != "zero2" || one_process;
+  // Averages of 2 ranks are exact ((a + b) / 2 = a / 2 + b / 2 in floating
+  // point), so every step is too.
+  hooks.tolerance = fabric.world_size() <= 2 ? 0 : 1e-6;
+  hooks.sharded = (strategy == "zero1" || strategy == "zero2") && !one_process;
+  hooks.stage2 = strategy == "zero2" && !one_process;
+  trainer.train(3, hooks);
+  for (const auto& parameter : experiment.parameters()) {
+    check(parameter.scalar_type() == dtype,
+          "precision " + precision + " was not applied to an optimizer parameter of no set-up "
+          "model: it is " + std::string(c10::toString(parameter.scalar_type())));
+  }
+  // train() again: a new optimizer over the same parameters, set up again.
+  trainer.train(2, hooks);
+
+  // The encoder set up as a model now (as Lightning allows: one optimizer
+  // over two models, the second set up later): its parameters leave the
+  // optimizer's set and are synchronized with it, the head's stay.
+  fabric.setup_module(experiment.encoder());
+  trainer.train(2, hooks);
+
+  // One set-up model, and an optimizer over it plus a loose extra tensor.
+  torch::manual_seed(50 + rank);
+  Net model;
+  auto scale = torch::randn({4}, torch::requires_grad());
+  std::vector<torch::Tensor> trained = model->parameters();
+  trained.push_back(scale);
+  torch::optim::Adam optimizer(trained, torch::optim::AdamOptions(0.01));
+  fabric.setup(model, optimizer);
+  if (!one_process) {
+    check(identical_across_ranks(fabric, {scale}), "the extra tensor differs across ranks after setup");
+    check(identical_across_ranks(fabric, *model), "the model differs across ranks after setup");
+  }
+  Net plain_model;
+  auto plain_scale = torch::zeros({4}, torch::requires_grad());
+  std::vector<torch::Tensor> reference = plain_model->parameters();
+  reference.push_back(plain_scale);
+  {
+    torch::NoGradGuard no_grad;
+    plain_model->offset.copy_(model->offset);  // the buffer (broadcast with the model)
+    if (dtype != torch::kFloat) {
+      plain_model->to(dtype);
+      plain_scale.set_data(plain_scale.to(dtype));
+    }
+  }
+  AveragedStepCheck mixed{fabric, "a set-up model plus a loose tensor (" + label + ")", trained,
+                          reference, [&](const torch::Tensor& input) {
+                            return plain_model->forward(input) * plain_scale;
+                          }};
+  mixed.dtype = dtype;
+  mixed.check_gradients = hooks.check_gradients;
+  mixed.tolerance = hooks.tolerance;
+  mixed.sharded = hooks.sharded;
+  mixed.stage2 = hooks.stage2;
+  mixed.step = 100;
+  mixed.on_setup(optimizer);
+  for (int i = 0; i < 3; ++i) {
+    const auto input = mixed.batch();
+    optimizer.zero_grad();
+    fabric.backward((model->forward(input) * scale).pow(2).mean());
+    mixed.after_backward();
+    fabric.step(optimizer);
+    mixed.after_step();
+  }
+  check(scale.scalar_type() == dtype, "precision " + precision + " was not applied to the loose tensor");
+  fabric.print("loose parameters (" + label + "): in sync, each step the averaged-gradient step");
+  return 0;
+}
+
 // Output printed before fabric.launch() (an options banner) appears once,
 // from rank 0; after launch() every rank prints as usual. --fail-rank=R:
 // rank R (from the launcher's RANK) fails before launch(), on stderr.
@@ -2279,6 +2581,7 @@ int main(int argc, char** argv) {
   if (arguments.scenario == "unsynchronized") return run_unsynchronized(arguments);
   if (arguments.scenario == "sync") return run_sync(arguments);
   if (arguments.scenario == "phases") return run_phase_checks(arguments);
+  if (arguments.scenario == "loose") return run_loose_checks(arguments);
   if (arguments.scenario == "banner") return run_banner(arguments);
   if (arguments.scenario == "rank_zero_file") return run_rank_zero_file(arguments);
   if (arguments.scenario == "fail") {

@@ -302,6 +302,16 @@ class Fabric {
   // An optimizer of a model set up before, created after setup() (a
   // training phase with another optimizer): what setup(model, optimizer)
   // does for it. Call it on every rank.
+  // Its parameters that no set-up model owns (a class that is not a module
+  // holds the modules and gathers their parameters; an extra tensor in a
+  // set-up model's optimizer) become a parameter set of their own,
+  // synchronized like a model: moved to device() and cast for "*-true"
+  // precisions in place (the optimizer keeps the same tensors), rank 0's
+  // values broadcast, gradients reduced by the strategy (ddp: a Reducer;
+  // zero1/zero2: owners), loss scaler and FABRIC_CHECK_SYNC included. The
+  // buffers of the modules that hold them are not visible here and are not
+  // broadcast (rank 0 notes it once on stderr). A module set up later takes
+  // its parameters out of such a set. See docs/runtime.md.
   void setup_optimizer(torch::optim::Optimizer& optimizer);
 
   // loss.backward(gradient, retain_graph, create_graph) with the gradients of
