@@ -16,6 +16,7 @@ PACKAGES=(
   clang-tidy-19                                       # loads the clang-tidy plugin (build/lib/libfabric_tidy.so)
   libclang-rt-19-dev                                  # libFuzzer and the sanitizer runtimes for clang-19 (test/fuzz)
   libomp-19-dev                                       # Clang's omp.h: GCC's does not parse with Clang (-fopenmp projects)
+  libboost-dev                                        # test/shapes/vendored_deps builds with Boost's headers, as research code does
   libtorch-dev libgloo-dev                            # LibTorch 1.13 with c10d; c10d's Gloo headers
   libopenblas0-pthread                                # several times faster CPU training than reference BLAS
   nlohmann-json3-dev libfmt-dev libgtest-dev

@@ -273,6 +273,20 @@ void broadcast_from_rank_zero(detail::FabricState& state, const char* call,
     if (item.second.requires_grad()) trained_parameters.push_back(item.second);
   }
   for (const auto& buffer : buffers) values.push_back(buffer.detach());
+  // Gloo broadcasts only float, double, half and the integer types of 8, 32
+  // and 64 bits: a bool buffer (a transformer's causal mask) or a bfloat16
+  // one travels as a type it has, exactly, and is copied back.
+  std::vector<std::pair<at::Tensor, at::Tensor>> stand_ins;
+  for (auto& value : values) {
+    c10::ScalarType carried = value.scalar_type();
+    if (carried == at::kBool) carried = at::kByte;
+    else if (carried == at::kBFloat16) carried = at::kFloat;
+    else if (carried == at::kShort) carried = at::kInt;
+    if (carried == value.scalar_type()) continue;
+    at::Tensor carrier = value.to(carried);
+    stand_ins.emplace_back(value, carrier);
+    value = carrier;
+  }
   state.collective(call, [&] {
     // Fails with a clear message when ranks built different models.
     c10d::verify_params_across_processes(state.group, trained_parameters, c10::nullopt);
@@ -280,6 +294,7 @@ void broadcast_from_rank_zero(detail::FabricState& state, const char* call,
       c10d::broadcast_coalesced(state.group, values, detail::kBroadcastBucketBytes, 0);
     }
   });
+  for (auto& [value, carrier] : stand_ins) value.copy_(carrier);
 }
 
 // A model is set up that holds parameters of loose sets (setup_optimizer

@@ -14,6 +14,13 @@ a CMakeLists.txt): it is configured, migrated whole through its
 compile_commands.json (`fabricize --all -p`, its CMakeLists.txt included),
 and the original and the migrated project are built with their own CMake
 files (one precompiled <torch/torch.h> injected per target, for speed).
+A project folder inside a repository (a folder above it has a PROJECTS file
+listing it, one project folder per line) is taken as users take one: the
+whole repository is copied and made a git work tree (`git init`, as a clone
+is), the project is built from its own folder into <project>/build and
+migrated from there (`cd <project> && fabricize --all -p build -o ...`); the
+migrated tree mirrors the root fabricize chose (its report's "root"), and
+the migrated project is configured at the project's place under it.
 `run` runs one program three ways and checks:
   * 1 process: the same lines as the original, numbers within tolerance;
   * 2 processes: both ranks exit 0, rank 0 alone prints (no line twice),
@@ -31,7 +38,10 @@ A manifest (--manifest, JSON: {program: {...}}) states per program what the
 migration must report and how 2 processes end:
   "findings": rule ids fabricize must report (no other finding may appear),
   "errors": rule ids of error-level findings allowed (default none),
-  "two_ranks": "in_sync" (default), or "diverge": the ranks may leave the
+  "two_ranks": "in_sync" (default), "unused_parameters": some steps leave
+      parameters without a gradient, so the 2-rank job must end within
+      DIVERGE_LIMIT_S naming them and ddp_find_unused_parameters_true, and
+      then train in sync with LT_STRATEGY set to it; or "diverge": the ranks may leave the
       training loop at different steps; the job must then end within
       DIVERGE_LIMIT_S seconds with the runtime's message naming the ranks
       (no abort text),
@@ -158,31 +168,65 @@ def executables(build):
     return found
 
 
+def repository_of(project_dir):
+    """The repository holding a project folder: the nearest folder above it
+    whose PROJECTS file lists it; None for a project of its own."""
+    parent = os.path.dirname(project_dir)
+    while parent != os.path.dirname(parent):
+        listing = os.path.join(parent, "PROJECTS")
+        if os.path.isfile(listing):
+            with open(listing) as f:
+                listed = {line.strip().rstrip("/") for line in f if line.strip() and not line.startswith("#")}
+            if os.path.relpath(project_dir, parent) in listed:
+                return parent
+        parent = os.path.dirname(parent)
+    return None
+
+
 def prepare_project(args, name, source_dir):
     """Configures, migrates (whole, with -p --all), re-migrates, builds both."""
     base = os.path.join(args.work, "projects", name)
     shutil.rmtree(base, ignore_errors=True)
     original = os.path.join(base, "original")
-    shutil.copytree(source_dir, original)
+    repository = repository_of(source_dir)
+    shutil.copytree(repository or source_dir, original)
     for root, dirs, files in os.walk(original):
         for entry in dirs + files:
             path = os.path.join(root, entry)
             os.chmod(path, os.stat(path).st_mode | 0o200)
-    problem = configure_and_build(original, os.path.join(base, "original-build"), args.work,
-                                  args.fabric_dir, args.jobs)
+    if repository:
+        # A clone: a git work tree, the project built in its own folder.
+        init = run(["git", "init", "-q", original], capture_output=True, text=True)
+        if init.returncode != 0:
+            return None, f"{name}: git init failed:\n{init.stderr}"
+        project = os.path.join(original, os.path.relpath(source_dir, repository))
+        original_build = os.path.join(project, "build")
+    else:
+        project, original_build = original, os.path.join(base, "original-build")
+    problem = configure_and_build(project, original_build, args.work, args.fabric_dir, args.jobs)
     if problem:
         return None, problem
     migrated = os.path.join(base, "migrated")
-    # Exactly as the README says: -p gives the project root (the CMake source
-    # directory), no --root.
-    result = run([args.fabricize, "--all", "-p", os.path.join(base, "original-build"),
-                  "-o", migrated, "--report", os.path.join(args.work, f"{name}.report.json")],
-                 capture_output=True, text=True)
+    report = os.path.join(args.work, f"{name}.report.json")
+    # Exactly as the README says, from the project's folder: -p gives the
+    # project root (from the CMake source directory), no --root.
+    result = run([args.fabricize, "--all", "-p", os.path.relpath(original_build, project),
+                  "-o", migrated, "--report", report], cwd=project, capture_output=True, text=True)
     sys.stdout.write(result.stdout + result.stderr)
     if result.returncode not in (0, 1):
         return None, f"{name}: fabricize --all exited {result.returncode}"
-    problem = configure_and_build(migrated, os.path.join(base, "migrated-build"), args.work,
-                                  args.fabric_dir, args.jobs)
+    # -o mirrors the root the tool chose: the project sits at its own place
+    # under it (a repository's project folder, or the top for a project of
+    # its own).
+    root = project
+    if os.path.exists(report):
+        with open(report) as f:
+            root = json.load(f).get("root") or project
+    where = os.path.relpath(os.path.realpath(project), os.path.realpath(root))
+    if where.startswith(".."):
+        return None, f"{name}: fabricize chose the root {root}, which does not hold the project {project}"
+    problem = configure_and_build(os.path.normpath(os.path.join(migrated, where)),
+                                  os.path.join(base, "migrated-build"), args.work, args.fabric_dir, args.jobs)
     if problem:
         return None, problem
     # Idempotence: the migrated project, through its own compile commands.
@@ -191,9 +235,9 @@ def prepare_project(args, name, source_dir):
     if again.returncode not in (0, 1) or again.stdout.strip():
         return None, (f"{name}: migrating the migrated project changed it (not idempotent), exit "
                       f"{again.returncode}:\n{again.stdout[:4000]}{again.stderr[-2000:]}")
-    before = executables(os.path.join(base, "original-build"))
+    before = executables(original_build)
     after = executables(os.path.join(base, "migrated-build"))
-    if len(before) != 1 or [os.path.relpath(b, os.path.join(base, "original-build")) for b in before] != \
+    if len(before) != 1 or [os.path.relpath(b, original_build) for b in before] != \
             [os.path.relpath(a, os.path.join(base, "migrated-build")) for a in after]:
         return None, f"{name}: expected one program in each build, found {before} and {after}"
     return {"original": before[0], "fabric": after[0]}, None
@@ -226,6 +270,8 @@ def write_project(work, programs):
 
 def prepare(args):
     programs = parse_programs(args.program)
+    if os.sep in args.fabricize:
+        args.fabricize = os.path.abspath(args.fabricize)  # projects are migrated from their folder
     missing = [f"{n} ({s})" for n, s in programs.items() if not os.path.exists(s)]
     if missing:
         print("E2E SKIPPED: sources not found: " + ", ".join(missing), flush=True)
@@ -485,6 +531,22 @@ def run_program(args):
         print(f"E2E OK {name}: original {t_orig:.1f} s, 1 process {t_one:.1f} s (max rel diff {worst:.2e}); "
               f"2 processes diverged as the manifest allows and the job ended in {t_two:.1f} s, saying so", flush=True)
         return
+    if expect.get("two_ranks") == "unused_parameters":
+        # Parameters some steps leave without a gradient: the job must end
+        # promptly naming them and the strategy that trains them; with that
+        # strategy chosen at run time (no source change) the ranks train in
+        # sync.
+        named = re.search(r"get no gradient in this backward.*: \S+.*ddp_find_unused_parameters_true",
+                          two.stderr)
+        if two.returncode == 0 or not named or t_two > DIVERGE_LIMIT_S:
+            fail(f"{name}: 2 processes did not end within {DIVERGE_LIMIT_S} s naming the unused parameters and "
+                 f"ddp_find_unused_parameters_true (exit {two.returncode}, {t_two:.1f} s):\n{two.stderr[-2000:]}")
+        print(f"{name}: 2 processes ended in {t_two:.1f} s naming the unused parameters; again with "
+              f"LT_STRATEGY=ddp_find_unused_parameters_true", flush=True)
+        shutil.rmtree(os.path.join(runs, "two"), ignore_errors=True)
+        two, t_two = execute(binaries["fabric"], os.path.join(runs, "two"),
+                             {**cpu, "LT_DEVICES": "2", "LT_STRATEGY": "ddp_find_unused_parameters_true"},
+                             args.timeout, argv)
     if two.returncode != 0:
         fail(f"{name}: the migrated program on 2 processes exited {two.returncode}")
     if args.sync_check:

@@ -262,6 +262,31 @@ void check_parameters_synchronized(fabric::Fabric& fabric) {
         "parameters differ across ranks after 5 optimizer steps");
 }
 
+// Buffers of types Gloo cannot broadcast itself (a transformer's causal mask
+// is bool) reach every rank as rank 0's, exactly.
+void check_buffers_of_every_type(fabric::Fabric& fabric) {
+  struct MaskedImpl : torch::nn::Module {
+    MaskedImpl() : linear(register_module("linear", torch::nn::Linear(4, 4))) {
+      mask = register_buffer("mask", torch::rand({6, 6}) > 0.5);
+      scale = register_buffer("scale", torch::randn({5}).to(torch::kBFloat16));
+    }
+    torch::nn::Linear linear;
+    torch::Tensor mask, scale;
+  };
+  torch::manual_seed(300 + fabric.global_rank());  // a different mask on every rank
+  auto model = std::make_shared<MaskedImpl>();
+  torch::optim::SGD optimizer(model->parameters(), 0.1);
+  fabric.setup(model, optimizer);
+  check(model->mask.scalar_type() == torch::kBool && model->scale.scalar_type() == torch::kBFloat16,
+        "setup changed the buffers' types");
+  const auto mask = fabric.all_gather(model->mask.to(torch::kByte).flatten());
+  const auto scale = fabric.all_gather(model->scale.to(torch::kFloat));
+  for (int64_t rank = 1; rank < fabric.world_size(); ++rank) {
+    check(torch::equal(mask[rank], mask[0]), "a bool buffer differs from rank 0's after setup");
+    check(torch::equal(scale[rank], scale[0]), "a bfloat16 buffer differs from rank 0's after setup");
+  }
+}
+
 // DDP's averaged gradient of each rank's share of a global batch must equal
 // the gradient of one model on the whole batch.
 void check_gradients(fabric::Fabric& fabric, torch::Dtype dtype, double tolerance) {
@@ -474,6 +499,7 @@ int run_ddp_checks(const Arguments& arguments) {
   check(fabric.local_rank() == fabric.global_rank() && fabric.node_rank() == 0, "ranks");
 
   check_parameters_synchronized(fabric);
+  check_buffers_of_every_type(fabric);
   check_gradients(fabric, torch::kDouble, 1e-6);
   check_gradients(fabric, torch::kFloat, 1e-5);
   check_samplers(fabric);
