@@ -113,6 +113,24 @@ EditGenerator passFabric() {
   };
 }
 
+// `Trainer trainer{fabric, model, &optimizer}`: an aggregate that holds an
+// optimizer gets the Fabric member first, so its brace initialisers do too.
+EditGenerator passFabricToAggregate() {
+  return [](const MatchResult& result) -> llvm::Expected<llvm::SmallVector<Edit, 1>> {
+    const auto* init = result.Nodes.getNodeAs<InitListExpr>("aggregate");
+    std::string name = edits::fabricNameAt(result);
+    return insertion(init->getLBraceLoc().getLocWithOffset(1), name + (init->getNumInits() > 0 ? ", " : ""));
+  };
+}
+
+AST_MATCHER(CXXRecordDecl, isAggregateClass) { return Node.hasDefinition() && Node.isAggregate(); }
+
+// A brace list written in the source (the semantic and the syntactic form of
+// one list share their braces: the engine keeps one of their edits).
+AST_MATCHER(InitListExpr, isSpelledBraceList) {
+  return Node.getLBraceLoc().isValid() && Node.getLBraceLoc().isFileID();
+}
+
 // --- Functions ---------------------------------------------------------------
 
 llvm::SmallVector<Edit, 1> withFact(llvm::SmallVector<Edit, 1> edits, threading::Fact fact) {
@@ -210,6 +228,9 @@ Rule makeThreadFabricRule(const FabricOptions&) {
                                               hasTemplateArgument(0, refersToType(recordTypeOf(classNeedingFabric()))))),
                           inFabricScope(), unless(hasAncestor(cxxMethodDecl(ofClass(classNeedingFabric())))))
                      .bind("factory");
+  auto aggregate = initListExpr(isSpelledBraceList(), hasType(recordTypeOf(cxxRecordDecl(classNeedingFabric(), isAggregateClass()))),
+                                inFabricScope(), unless(hasAncestor(cxxMethodDecl(ofClass(classNeedingFabric())))))
+                       .bind("aggregate");
   EditGenerator passFabricToFactory = [](const MatchResult& result) -> llvm::Expected<llvm::SmallVector<Edit, 1>> {
     const auto* call = result.Nodes.getNodeAs<CallExpr>("factory");
     std::string name = edits::fabricNameAt(result);
@@ -243,6 +264,7 @@ Rule makeThreadFabricRule(const FabricOptions&) {
               makeRule(ctor, addParameter(), explain),
               makeRule(construct, passFabric(), explain),
               makeRule(factory, passFabricToFactory, explain),
+              makeRule(aggregate, passFabricToAggregate(), explain),
               makeRule(function, addFunctionParameter(), explainFunction),
               makeRule(call, passFabricToFunction(), explainFunction),
               makeRule(otherUse, blockThreading(), explainFunction),

@@ -38,8 +38,11 @@
 // RUN: FileCheck %s --input-file=%t.default.cpp --check-prefix=DEFAULT
 // RUN: %migrate %t.default.cpp -- %flags | diff -u %t.default.cpp -
 // DEFAULT: {{^}}Classifier::Classifier(fabric::Fabric& fabric) : fabric_(fabric), optimizer_(
+// DEFAULT: {{^}}struct Stepper {
+// DEFAULT-NEXT: {{^}}  fabric::Fabric& fabric;
 // DEFAULT: {{^}}  Classifier clf(fabric);
 // DEFAULT-NEXT: {{^}}  Classifier* other = new Classifier(fabric);
+// DEFAULT: {{^}}  Stepper stepper{fabric, net, &sgd};
 
 // Functions: train() declared in a header, defined in its source and called
 // from main gets a `fabric::Fabric&` parameter at every declaration, and the

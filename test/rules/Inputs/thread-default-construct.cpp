@@ -25,11 +25,27 @@ void Classifier::fit() {
   optimizer_->step();
 }
 
+// An aggregate that holds an optimizer, brace-initialised: the Fabric
+// member comes first, and so does the Fabric in its initialisers.
+struct Stepper {
+  Net model;
+  torch::optim::Optimizer* optimizer = nullptr;
+  void step() {
+    torch::Tensor loss = model->forward(torch::ones({2})).sum();
+    loss.backward();
+    optimizer->step();
+  }
+};
+
 int main() {
   Classifier clf;
   Classifier* other = new Classifier;
   clf.fit();
   other->fit();
   delete other;
+  Net net;
+  torch::optim::SGD sgd(net->parameters(), torch::optim::SGDOptions(0.1));
+  Stepper stepper{net, &sgd};
+  stepper.step();
   return 0;
 }
