@@ -28,6 +28,7 @@ PACKAGES=(
   python3-venv                                        # scripts/libtorch2.sh: LibTorch 2.x from PyPI in a virtual environment
 )
 
+started=$(date +%s)
 missing=()
 for package in "${PACKAGES[@]}"; do
   [[ "$(dpkg-query -W -f='${Status}' "$package" 2>/dev/null)" == *"install ok installed"* ]] || missing+=("$package")
@@ -40,10 +41,16 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
 
+echo "setup: packages took $(( $(date +%s) - started )) s"
+
 jobs=$(nproc)
+started=$(date +%s)
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DFABRIC_BUILD_RUNTIME=ON -DFABRIC_BUILD_TOOL=ON -DFABRIC_BUILD_TESTS=ON
 cmake --build build -j "$jobs"
+echo "setup: build took $(( $(date +%s) - started )) s"
 
 if [ "${1:-}" != "--no-demo" ]; then
+  started=$(date +%s)
   scripts/demo.sh
+  echo "setup: the main job (scripts/demo.sh) took $(( $(date +%s) - started )) s"
 fi
