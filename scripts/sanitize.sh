@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # AddressSanitizer + UndefinedBehaviorSanitizer build of the tool and the
-# runtime (in build-asan/, beside the normal build), then the unit, lit,
+# runtime with clang++-19 (in build-asan/, beside the normal GCC build), then the unit, lit,
 # LSP, reliability and runtime multi-process tests under it.
 #
 #   scripts/sanitize.sh                 configure, build, test
@@ -32,8 +32,19 @@ jobs="${FABRIC_SANITIZE_JOBS:-$(nproc)}"
 # 30 min on 2 cores.)
 sanitize="-O0 -g1 -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer"
 
+# clang++-19 (installed for the fuzzers): at -O0 with the sanitizers it
+# compiles the rules' matcher code 2.7x faster than GCC (fabric-device-move.cpp:
+# 17.8 s against 47.5 s).
+if ! command -v clang++-19 >/dev/null; then
+  echo "sanitize.sh: clang++-19 is missing (scripts/setup.sh installs clang-19 and libclang-rt-19-dev)" >&2
+  exit 2
+fi
+if [ -f "$build/CMakeCache.txt" ] && ! grep -q '^CMAKE_CXX_COMPILER:.*clang++-19' "$build/CMakeCache.txt"; then
+  rm -rf "$build"  # configured by an older script with GCC: CMake cannot switch a build's compiler
+fi
 start=$(date +%s)
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Sanitize -DFABRIC_BUILD_TESTS=ON \
+      -DCMAKE_CXX_COMPILER=clang++-19 \
       -DFABRIC_BUILD_TIDY_PLUGIN=OFF \
       -DCMAKE_CXX_FLAGS="$sanitize" \
       -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" \
@@ -41,13 +52,15 @@ cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Sanitize -DFABRIC_BUILD_TESTS
 cmake --build "$build" -j "$jobs"
 built=$(date +%s)
 echo "sanitize.sh: build took $((built - start)) s"
-# A build that lost the flags would pass everything and check nothing.
-# (ldd's output is read whole first: `ldd | grep -q` under pipefail fails
-# whenever grep exits on the first match before ldd has written the rest.)
-for binary in fabricize fabric_runtime_unit_tests fabric_multiprocess_program; do
-  libraries="$(ldd "$build/bin/$binary")"
-  if ! grep -q libasan <<<"$libraries"; then
-    echo "sanitize.sh: $build/bin/$binary is not linked with AddressSanitizer; the sanitizer flags did not apply" >&2
+# A build that lost the flags would pass everything and check nothing: each
+# program must hold clang's AddressSanitizer runtime (linked in statically)
+# and the library must be instrumented. (nm's output is read whole first:
+# `nm | grep -q` under pipefail fails whenever grep exits on the first match
+# before nm has written the rest.)
+for binary in bin/fabricize bin/fabric_runtime_unit_tests bin/fabric_multiprocess_program lib/libfabric.so; do
+  symbols="$(nm "$build/$binary" 2>/dev/null || true)"
+  if ! grep -qE ' (__asan_init|__asan_report_load8)$' <<<"$symbols"; then
+    echo "sanitize.sh: $build/$binary is not built with AddressSanitizer; the sanitizer flags did not apply" >&2
     exit 1
   fi
 done
