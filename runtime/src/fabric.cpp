@@ -226,6 +226,9 @@ void Fabric::launch() {
                                                        state.options.timeout(), gloo_device);
   });
   state.context.group = state.group;
+  state.collective([&] {
+    detail::agree_on_default_generator(*state.store, placement.global_rank, state.options.timeout());
+  });
 
   // The JobMonitor's watchdog gets a store connection of its own.
   detail::JobMonitor::Config monitor_config;

@@ -195,5 +195,12 @@ void start_loss_scaler(FabricState::LossScaler& scaler, const Options& options);
 // Fabric's ReduceOp as c10d's (collectives.cpp).
 c10d::ReduceOp to_c10d(ReduceOp op);
 
+// At launch() of a job of several ranks: every rank whose program has not
+// seeded LibTorch's default generator (torch::manual_seed, seed_everything)
+// takes rank 0's seed through the store, so unseeded programs draw the same
+// numbers on every rank; a rank that drew from it unseeded before launch()
+// is noted on stderr by rank 0 (training_utilities.cpp).
+void agree_on_default_generator(c10d::Store& store, int rank, std::chrono::milliseconds timeout);
+
 } // namespace detail
 } // namespace fabric
