@@ -1,7 +1,9 @@
 #include "CatalogueCheck.h"
 
 #include "Edits.h"
+#include "FabricInclude.h"
 #include "Matchers.h"
+#include "Project.h"
 #include "Threading.h"
 
 #include "clang-tidy/ClangTidyDiagnosticConsumer.h"
@@ -155,36 +157,53 @@ class Session {
     return includes;
   }
 
-  // Whether `file`, as clang-tidy leaves it, includes <fabric/fabric.h>
-  // itself or through a header of the project: then `fabricize` does not
-  // add the include to the files that include it (tool/MigrateCommand.cpp).
-  // Renders the files with edits on the way, with renderFixed() as migrate
-  // does.
-  bool providesFabric(FileID file) {
-    if (auto known = provides_.find(file); known != provides_.end()) return known->second;
-    provides_[file] = false;  // an include cycle ends here
-    bool through = false;
-    for (FileID header : includes_[file]) through = providesFabric(header) || through;
-    bool invalid = false;
-    std::string original = sm_->getBufferData(file, &invalid).str();
-    if (invalid) return false;
-    bool provides = through;
-    auto edits = perFile_.find(file);
-    if (edits != perFile_.end() && fixesApplyTo(file)) {
-      bool wantsInclude = false;
+  // The absolute path of `file`; empty when it has none.
+  std::string pathOf(FileID file) const {
+    auto entry = sm_->getFileEntryRefForID(file);
+    return entry ? absolutePath(entry->getName().str()) : std::string();
+  }
+
+  // The files with fix-its clang-tidy writes, rendered as `fabricize` renders
+  // them (tool/FabricInclude.cpp): the include goes where no project header
+  // (here: a non-system header, as the preprocessor saw it) brings it.
+  void renderFiles() {
+    std::map<std::string, FileID> idOf;
+    std::map<std::string, FileResult> files;
+    for (const auto& [file, edits] : perFile_) {
+      if (!fixesApplyTo(file)) continue;
+      const std::string path = pathOf(file);
+      bool invalid = false;
+      llvm::StringRef text = sm_->getBufferData(file, &invalid);
+      if (path.empty() || invalid) continue;
+      FileResult& result = files[path];
+      result.original = text.str();
+      result.edits = edits;
       for (const auto& request : includeRequests_)
-        wantsInclude = wantsInclude || (request.first == file && (request.second == npos ||
-                                                                  (!records_[request.second].hidden &&
-                                                                   !records_[request.second].edits.empty())));
-      std::vector<EditConflict> conflicts;
-      std::vector<TextEdit> applied;
-      std::string fixed = renderFixed(original, edits->second, wantsInclude, &conflicts, &applied, through);
-      provides = provides || fixed.find("<fabric/fabric.h>") != std::string::npos;
-      rendered_[file] = {std::move(original), std::move(applied)};
-    } else {
-      provides = provides || original.find("<fabric/fabric.h>") != std::string::npos;
+        result.wantsInclude = result.wantsInclude ||
+                              (request.first == file &&
+                               (request.second == npos ||
+                                (!records_[request.second].hidden && !records_[request.second].edits.empty())));
+      idOf[path] = file;
     }
-    return provides_[file] = provides;
+    std::map<std::string, std::vector<std::string>> headersOf;
+    std::map<std::string, std::string> texts;  // the headers as this TU read them
+    for (const auto& [file, headers] : userIncludes()) {
+      std::vector<std::string>& paths = headersOf[pathOf(file)];
+      for (FileID header : headers) {
+        const std::string path = pathOf(header);
+        bool invalid = false;
+        llvm::StringRef text = sm_->getBufferData(header, &invalid);
+        if (path.empty() || invalid) continue;
+        paths.push_back(path);
+        texts.emplace(path, text.str());
+      }
+    }
+    auto includesOf = [&](const std::string& path, const std::string&) {
+      auto found = headersOf.find(path);
+      return found != headersOf.end() ? found->second : std::vector<std::string>{};
+    };
+    for (auto& [path, rendered] : renderMigration(files, "/", texts, includesOf))
+      rendered_[idOf.at(path)] = {files.at(path).original, std::move(rendered.merged.edits)};
   }
 
   // The edits of all matches, merged per file the way `fabricize --stdout`
@@ -227,7 +246,6 @@ class Session {
     notes_.assign(records_.size(), {});
     if (!sm_) return;
     perFile_.clear();
-    provides_.clear();
     rendered_.clear();
     for (const Recorded& record : records_)
       for (const auto& [file, edit] : record.edits) perFile_[file].push_back(edit);
@@ -237,8 +255,7 @@ class Session {
       perFile_[file];  // an include alone is a change too
       if (record != npos && !includeOwner.count(file)) includeOwner[file] = record;
     }
-    includes_ = userIncludes();
-    for (const auto& [file, edits] : perFile_) providesFabric(file);
+    renderFiles();
     for (auto& [file, render] : rendered_) {
       const std::string& original = render.first;
       MergedEdits merged;
@@ -251,9 +268,11 @@ class Session {
           fallback = owner_[serialOf(edit.ruleIndex)];
           break;
         }
+      // (`path`, not the structured binding `file`: capturing one is C++20.)
+      const FileID path = file;
       auto ownerOf = [&](const TextEdit& edit) {
         if (edit.ruleIndex != kIncludeKey) return owner_[serialOf(edit.ruleIndex)];
-        auto it = includeOwner.find(file);
+        auto it = includeOwner.find(path);
         return it != includeOwner.end() ? it->second : fallback;
       };
       // Insertions at one offset become one piece: clang-tidy would order
@@ -361,8 +380,6 @@ class Session {
   std::map<size_t, size_t> owner_;  // serial -> record
   std::vector<std::pair<FileID, size_t>> includeRequests_;
   std::map<FileID, std::vector<TextEdit>> perFile_;
-  std::map<FileID, std::vector<FileID>> includes_;
-  std::map<FileID, bool> provides_;
   std::map<FileID, std::pair<std::string, std::vector<TextEdit>>> rendered_;  // original, applied edits
   clang::tidy::ClangTidyContext* context_ = nullptr;
   std::vector<std::vector<FixItHint>> fixes_;

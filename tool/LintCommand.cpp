@@ -8,6 +8,7 @@
 #include "EditSet.h"
 #include "Engine.h"
 #include "EngineSetup.h"
+#include "FabricInclude.h"
 #include "Findings.h"
 #include "Output.h"
 #include "Pch.h"
@@ -326,16 +327,22 @@ int runLint(int argc, const char** argv) {
     std::map<std::string, std::vector<size_t>> perFile;
     for (size_t i = 0; i < reported.size(); ++i)
       if (!reported[i].finding.edits.empty()) perFile[reported[i].finding.file].push_back(i);
+    // Rendered as migrate renders: no include where a header brings it.
+    std::map<std::string, FileResult> toFix;
     for (auto& [path, indices] : perFile) {
-      std::vector<TextEdit> edits;
+      FileResult& fixed = toFix[path];
+      fixed.original = textOf(path);
       for (size_t i : indices)
-        edits.insert(edits.end(), reported[i].finding.edits.begin(), reported[i].finding.edits.end());
+        fixed.edits.insert(fixed.edits.end(), reported[i].finding.edits.begin(), reported[i].finding.edits.end());
       auto file = result.files.find(path);
-      bool wantsInclude = file != result.files.end() && file->second.wantsInclude &&
-                          !filesWithHiddenFindings.count(path);
-      std::vector<EditConflict> conflicts;
-      std::string fixed = renderFixed(textOf(path), edits, wantsInclude, &conflicts);
-      std::string problem = writeFileAtomically(path, fixed);
+      fixed.wantsInclude = file != result.files.end() && file->second.wantsInclude &&
+                           !filesWithHiddenFindings.count(path);
+    }
+    std::map<std::string, RenderedFile> rendered = renderMigration(toFix, projectRoot);
+    for (auto& [path, indices] : perFile) {
+      const RenderedFile& fixed = rendered.at(path);
+      const std::vector<EditConflict>& conflicts = fixed.merged.conflicts;
+      std::string problem = writeFileAtomically(path, fixed.text);
       if (!problem.empty()) return fail(problem);
       for (size_t i : indices) {
         bool dropped = false;

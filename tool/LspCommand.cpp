@@ -15,6 +15,7 @@
 #include "EditSet.h"
 #include "Engine.h"
 #include "EngineSetup.h"
+#include "FabricInclude.h"
 #include "Findings.h"
 #include "LspServer.h"
 #include "Output.h"
@@ -91,9 +92,12 @@ class CatalogueAnalyser {
         f.file = doc.path;
         doc.findings.push_back(std::move(f));
       }
-    auto file = result.files.find(path);
-    if (file != result.files.end())
-      renderFixed(doc.text, file->second.edits, file->second.wantsInclude, nullptr, &doc.migrateEdits);
+    // Rendered as migrate renders the project: no include where a header of
+    // the project (as migrated, or as the editor holds it) brings it.
+    if (result.files.count(path)) {
+      std::map<std::string, RenderedFile> rendered = renderMigration(result.files, root, options.unsavedFiles);
+      doc.migrateEdits = std::move(rendered.at(path).merged.edits);
+    }
   }
 
  private:

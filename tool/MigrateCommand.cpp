@@ -12,6 +12,7 @@
 #include "Diff.h"
 #include "EditSet.h"
 #include "Engine.h"
+#include "FabricInclude.h"
 #include "Instrumentation.h"
 #include "MigrationReport.h"
 #include "EngineSetup.h"
@@ -170,26 +171,6 @@ bool findingComment(const std::string& text, const Finding& finding, TextEdit& o
   out.column = static_cast<unsigned>(end - offset + 1);
   out.ruleIndex = ~size_t(0);  // after any other insertion at the same place
   return true;
-}
-
-// The project files `path` includes with `#include "..."`, resolved
-// against its directory.
-std::vector<std::string> quotedIncludes(const std::string& path, const std::string& text) {
-  std::vector<std::string> headers;
-  std::string dir = llvm::sys::path::parent_path(path).str();
-  size_t at = 0;
-  while ((at = text.find("#include", at)) != std::string::npos) {
-    size_t lineEnd = text.find('\n', at);
-    std::string line = text.substr(at, lineEnd == std::string::npos ? std::string::npos : lineEnd - at);
-    at += 8;
-    size_t open = line.find('"');
-    size_t close = open == std::string::npos ? open : line.find('"', open + 1);
-    if (close == std::string::npos) continue;
-    llvm::SmallString<256> header(dir);
-    llvm::sys::path::append(header, line.substr(open + 1, close - open - 1));
-    if (llvm::sys::fs::is_regular_file(header)) headers.push_back(absolutePath(std::string(header)));
-  }
-  return headers;
 }
 
 std::string cmakeFor(const std::vector<std::string>& relativeSources) {
@@ -383,11 +364,7 @@ int runMigrate(int argc, const char** argv) {
 
   // Merge, add the include, render. Every input is written under -o, edited
   // or not, so the output tree builds on its own.
-  struct Rendered {
-    std::string text;
-    MergedEdits merged;
-  };
-  std::map<std::string, Rendered> rendered;
+  using Rendered = RenderedFile;
   for (const std::string& f : files)
     if (!result.files.count(f)) {
       FileResult unchanged;
@@ -402,32 +379,7 @@ int runMigrate(int argc, const char** argv) {
         TextEdit comment;
         if (findingComment(file->second.original, f, comment)) file->second.edits.push_back(comment);
       }
-  // A file gets <fabric/fabric.h> unless a project header it includes brings
-  // it (trainer.cpp includes trainer.h, which gets it for its member).
-  std::map<std::string, bool> bringsFabric;  // path -> its migrated text includes the runtime
-  std::function<bool(const std::string&)> providesFabric = [&](const std::string& path) -> bool {
-    if (auto known = bringsFabric.find(path); known != bringsFabric.end()) return known->second;
-    bringsFabric[path] = false;  // an include cycle ends here
-    bool through = false;
-    std::string text;
-    auto file = result.files.find(path);
-    if (file != result.files.end()) text = file->second.original;
-    else if (!readFile(path, text)) return false;
-    for (const std::string& header : quotedIncludes(path, text))
-      if (isUnderOrEqual(header, root) && providesFabric(header)) through = true;
-    bool provides = through;
-    if (file != result.files.end()) {
-      Rendered r;
-      r.text = renderFixed(file->second.original, file->second.edits, file->second.wantsInclude,
-                           &r.merged.conflicts, &r.merged.edits, through);
-      provides = provides || r.text.find("<fabric/fabric.h>") != std::string::npos;
-      rendered[path] = std::move(r);
-    } else {
-      provides = provides || text.find("<fabric/fabric.h>") != std::string::npos;
-    }
-    return bringsFabric[path] = provides;
-  };
-  for (auto& [path, file] : result.files) providesFabric(path);
+  std::map<std::string, Rendered> rendered = renderMigration(result.files, root);
   for (auto& [path, r] : rendered)
     for (const EditConflict& c : r.merged.conflicts)
       findings.push_back({c.dropped.ruleId, path, c.dropped.line, c.dropped.column,

@@ -29,6 +29,7 @@ usage: lsp_client_test.py --fabricize BIN --stubs test/stubs
 """
 import argparse
 import json
+import shutil
 import os
 import queue
 import subprocess
@@ -506,6 +507,44 @@ def run_project_layout(fabricize, stubs):
         print(f"CMake layout: src/train.cpp {codes}, include/model.h {header_codes}")
 
 
+def run_header_brings_fabric(fabricize, stubs):
+    """The migrate action on a source whose project header gets the runtime
+    (test/tool/Inputs/project: trainer.h holds the Fabric for its member):
+    no include of its own, as migrate writes it (tool/FabricInclude.cpp)."""
+    with tempfile.TemporaryDirectory() as work, tempfile.TemporaryDirectory() as cache:
+        os.environ["FABRICIZE_CACHE_DIR"] = cache
+        project = os.path.join(work, "project")
+        shutil.copytree(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tool", "Inputs", "project"),
+                        project)
+        source = os.path.join(project, "src", "trainer.cpp")
+        database = [{"directory": project, "file": source,
+                     "arguments": ["clang++", "-std=c++17", "-isystem", stubs, "-c", source]}]
+        with open(os.path.join(project, "compile_commands.json"), "w") as f:
+            json.dump(database, f)
+        with open(source) as f:
+            text = f.read()
+        uri = "file://" + source
+        client = start([fabricize, "lsp"], project)
+        try:
+            open_and_diagnose(client, source, text)
+            lines = text.split("\n")
+            whole = {"start": {"line": 0, "character": 0}, "end": {"line": len(lines), "character": 0}}
+            actions = client.request("textDocument/codeAction", {
+                "textDocument": {"uri": uri}, "range": whole,
+                "context": {"diagnostics": [], "only": ["source"]}})["result"]
+            migrate = [a for a in actions if a["title"] == "Migrate this file to Fabric"]
+            check(len(migrate) == 1, f"trainer.cpp: source actions: {actions}")
+            migrated = apply_edits(text, migrate[0]["edit"]["changes"][uri])
+            check("fabric_.backward(" in migrated, f"trainer.cpp not migrated:\n{migrated}")
+            check("<fabric/fabric.h>" not in migrated,
+                  f"trainer.cpp got the include its header trainer.h brings:\n{migrated}")
+            stop(client)
+        finally:
+            if client.process.poll() is None:
+                client.process.kill()
+        print("header brings the runtime: the migrate action adds no include to trainer.cpp")
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--fabricize", required=True)
@@ -515,6 +554,7 @@ def main():
     try:
         run(os.path.abspath(args.fabricize), os.path.abspath(args.stubs))
         run_project_layout(os.path.abspath(args.fabricize), os.path.abspath(args.stubs))
+        run_header_brings_fabric(os.path.abspath(args.fabricize), os.path.abspath(args.stubs))
     except Failure as failure:
         print(f"FAIL: {failure}", file=sys.stderr)
         return 1
