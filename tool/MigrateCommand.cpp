@@ -364,7 +364,6 @@ int runMigrate(int argc, const char** argv) {
 
   // Merge, add the include, render. Every input is written under -o, edited
   // or not, so the output tree builds on its own.
-  using Rendered = RenderedFile;
   for (const std::string& f : files)
     if (!result.files.count(f)) {
       FileResult unchanged;
@@ -379,7 +378,7 @@ int runMigrate(int argc, const char** argv) {
         TextEdit comment;
         if (findingComment(file->second.original, f, comment)) file->second.edits.push_back(comment);
       }
-  std::map<std::string, Rendered> rendered = renderMigration(result.files, root);
+  std::map<std::string, RenderedFile> rendered = renderMigration(result.files, root);
   for (auto& [path, r] : rendered)
     for (const EditConflict& c : r.merged.conflicts)
       findings.push_back({c.dropped.ruleId, path, c.dropped.line, c.dropped.column,
@@ -418,7 +417,7 @@ int runMigrate(int argc, const char** argv) {
     buildFile.original = std::move(buildTexts[i]);
     for (const BuildFileMigration::Note& note : migrations[i].notes)
       findings.push_back({kCMakeRuleId, path, note.line, 1, note.message});
-    Rendered r;
+    RenderedFile r;
     r.merged = mergeEdits(buildFile.original, migrations[i].edits);
     matchLineEndings(buildFile.original, r.merged.edits);
     r.text = applyEdits(buildFile.original, r.merged.edits);
