@@ -21,7 +21,7 @@ std::vector<Rule> buildCatalogue(const FabricOptions& options) {
       makeBatchToDeviceRule(options),
       makeCudaGuardRule(options),      makeDeviceMoveRule(options),
       makeDeviceVariableRule(options), makeBackwardRule(options),
-      makeStepRule(options),
+      makeStepRule(options),           makeAutocastRule(options),
       makeRankZeroPrintRule(options),  makeRankZeroFileRule(options),
       makeCheckpointRule(options),     makeReduceMetricRule(options),
       makePerRankMetricRule(options),

@@ -279,6 +279,17 @@ std::string fabricNameAt(const ast_matchers::MatchFinder::MatchResult& result) {
   return scope.name;
 }
 
+std::string fabricNameWhereMigrated(const ast_matchers::MatchFinder::MatchResult& result) {
+  auto root = result.Nodes.getMap().find(RootID);
+  if (root == result.Nodes.getMap().end()) return "fabric";
+  Scope scope = fabricScopeOf(root->second, *result.Context);
+  if (scope.need) {
+    scope.need->uses = false;
+    threading::recordNeed(*scope.need);
+  }
+  return scope.name;
+}
+
 std::optional<threading::Need> fabricNeededAt(const ast_matchers::MatchFinder::MatchResult& result) {
   auto root = result.Nodes.getMap().find(RootID);
   if (root == result.Nodes.getMap().end()) return std::nullopt;

@@ -36,6 +36,10 @@ clang::transformer::Stencil fabricInsertionStatement(std::string id, std::string
 // When the function there has no Fabric yet, the need is recorded
 // (Threading.h): the edit applies only if the function gets one.
 std::string fabricNameAt(const clang::ast_matchers::MatchFinder::MatchResult& result);
+// The same, for an edit that is worth making only where the function has
+// or gets a Fabric for other reasons: its need does not ask for one, and
+// the edit is dropped without a finding where none comes.
+std::string fabricNameWhereMigrated(const clang::ast_matchers::MatchFinder::MatchResult& result);
 // The Fabric a match's code would need, if its function has none yet: every
 // edit there assumes a migrated function (fabric.setup moved the model),
 // even one that does not name the Fabric.

@@ -14,6 +14,7 @@ Rule makeDeviceMoveRule(const FabricOptions&);
 Rule makeDeviceVariableRule(const FabricOptions&);
 Rule makeBackwardRule(const FabricOptions&);
 Rule makeStepRule(const FabricOptions&);
+Rule makeAutocastRule(const FabricOptions&);
 Rule makeRankZeroPrintRule(const FabricOptions&);
 Rule makeRankZeroFileRule(const FabricOptions&);
 Rule makeBatchToDeviceRule(const FabricOptions&);

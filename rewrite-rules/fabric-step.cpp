@@ -37,16 +37,18 @@ Rule makeStepRule(const FabricOptions&) {
                        changeTo(node("call"), cat(edits::fabricMember("step("), node("optimizer"), ")")), explain),
               makeRule(cxxMemberCallExpr(optimizerStep, argumentCountIs(0)).bind("call"),
                        changeTo(node("call"), cat(edits::fabricMember("step("), node("optimizer"), ")")), explain),
+              // Only the text before the arguments changes, so that edits inside
+              // them (a closure's autocast scope) apply in the same run.
               makeRule(cxxMemberCallExpr(optimizerStep).bind("call"),
-                       changeTo(node("call"),
-                                cat(edits::fabricMember("step("), node("optimizer"), ", ", callArgs("call"), ")")),
+                       changeTo(enclose(before(node("call")), before(callArgs("call"))),
+                                cat(edits::fabricMember("step("), node("optimizer"), ", ")),
                        explain),
               makeRule(cxxMemberCallExpr(pointerStep, anyOf(argumentCountIs(0), hasArgument(0, cxxDefaultArgExpr())))
                            .bind("call"),
                        changeTo(node("call"), cat(edits::fabricMember("step(*"), node("pointer"), ")")), explain),
               makeRule(cxxMemberCallExpr(pointerStep).bind("call"),
-                       changeTo(node("call"),
-                                cat(edits::fabricMember("step(*"), node("pointer"), ", ", callArgs("call"), ")")),
+                       changeTo(enclose(before(node("call")), before(callArgs("call"))),
+                                cat(edits::fabricMember("step(*"), node("pointer"), ", ")),
                        explain),
           })};
 }

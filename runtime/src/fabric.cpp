@@ -647,6 +647,8 @@ void follow_trained_parameters(detail::FabricState& state) {
 
 } // namespace
 
+detail::BackwardPassCounter Fabric::backward_pass_counter() const { return state_->backward_passes; }
+
 void Fabric::backward(const torch::Tensor& loss, const torch::Tensor& gradient,
                       c10::optional<bool> retain_graph, bool create_graph) {
   auto& state = *state_;
@@ -714,6 +716,12 @@ void Fabric::backward(const torch::Tensor& loss, const torch::Tensor& gradient,
   // Outside the collective: an error here involves no other rank.
   state.strategy->check_backward(models);
   state.collective("fabric.backward()", [&] {
+    // The backward pass runs outside autocast: a migrated loop opens
+    // fabric.autocast() before its forward, and the scope usually still
+    // holds at fabric.backward(loss). Each backward op runs in the dtype
+    // autocast chose for its forward op (as PyTorch advises: no backward
+    // under autocast).
+    detail::AutocastPause no_autocast(state.device.type());
     state.strategy->before_backward(models, loss);
     if (scaling) {
       (loss * state.scaler.scale).backward(gradient, retain_graph, create_graph);
@@ -723,6 +731,7 @@ void Fabric::backward(const torch::Tensor& loss, const torch::Tensor& gradient,
     state.strategy->after_backward(models);
   });
   if (state.monitor) state.monitor->count_backward();
+  state.backward_passes->fetch_add(1);
   if (!scaling) return;
 
   // Gradients are reduced now (the Reducer finishes inside backward).

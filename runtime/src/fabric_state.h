@@ -14,6 +14,8 @@
 #include "strategy.h"
 #include "sync_check.h"
 
+#include <atomic>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <unordered_set>
@@ -81,6 +83,9 @@ class FabricState {
   // Optimizers seen to step a set-up model's parameters (never dereferenced).
   std::unordered_set<const torch::optim::Optimizer*> optimizers_known_set_up;
   bool warned_backward_without_setup = false;
+  // Backward passes run by this process: a loader's ShardSampler reads it to
+  // tell training loaders (padded shares) from evaluation ones (exact).
+  std::shared_ptr<std::atomic<uint64_t>> backward_passes = std::make_shared<std::atomic<uint64_t>>(0);
   bool warned_step_without_setup = false;
   // Optimizers whose parameters of no set-up model became a loose entry of
   // `models` (numbers them in messages), and whether rank 0 said what that

@@ -60,8 +60,16 @@ Autocast::~Autocast() {
   amp::set_dtype(device_type_, previous_dtype_);
 }
 
-
 namespace detail {
+
+AutocastPause::AutocastPause(c10::DeviceType device_type)
+    : device_type_(device_type), was_enabled_(autocast_compat::is_enabled(device_type)) {
+  if (was_enabled_) autocast_compat::set_enabled(device_type_, false);
+}
+
+AutocastPause::~AutocastPause() {
+  if (was_enabled_) autocast_compat::set_enabled(device_type_, true);
+}
 
 void start_loss_scaler(FabricState::LossScaler& scaler, const Options& options) {
   if (options.precision() != "16-mixed") return;

@@ -28,5 +28,19 @@ void move_to_device_and_precision(torch::nn::Module& module, const torch::Device
 void unscale_and_update(FabricState& state,
                         const std::vector<std::vector<at::Tensor>>& synchronized_parameters);
 
+// While alive, autocast is off for `device_type` (restored after): the
+// backward pass runs in the dtypes its forward ops chose.
+class AutocastPause {
+ public:
+  explicit AutocastPause(c10::DeviceType device_type);
+  ~AutocastPause();
+  AutocastPause(const AutocastPause&) = delete;
+  AutocastPause& operator=(const AutocastPause&) = delete;
+
+ private:
+  c10::DeviceType device_type_;
+  bool was_enabled_;
+};
+
 } // namespace detail
 } // namespace fabric

@@ -33,6 +33,7 @@ class Trainer {
 // A function template is migrated once, in its pattern, not per instantiation.
 // CHECK: {{^}}template <class Model>
 // CHECK-NEXT: {{^}}void train_step(fabric::Fabric& fabric, Model& model, torch::Tensor x) {
+// CHECK-NEXT: {{^  }}auto autocast = fabric.autocast();
 // CHECK-NEXT: {{^  }}torch::Tensor loss = model->forward(x).sum();
 // CHECK-NEXT: {{^  }}fabric.backward(loss);
 // CHECK-NEXT: {{^}}}

@@ -32,7 +32,9 @@ torch::Tensor run_any(Module& module, torch::Tensor x) {
   return torch::nn::parallel::data_parallel(module, x);
 }
 
-// CHECK: {{^  }}auto y = model->forward(x);
+// The forwards it becomes run under the precision's autocast scope (fabric-autocast).
+// CHECK: {{^  }}auto autocast = fabric.autocast();
+// CHECK-NEXT: {{^  }}auto y = model->forward(x);
 // CHECK-NEXT: {{^  }}auto z = model->forward(x * 2.0);
 // CHECK-NEXT: {{^  }}auto w = model->forward(x);
 // The module is parenthesised where `->` would bind tighter than it.

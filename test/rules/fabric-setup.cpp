@@ -196,6 +196,7 @@ struct Experiment {
 // CHECK-NEXT: {{^  }}fabric.setup(exp.net, exp_opt);
 // An alias of an optimizer is not another optimizer.
 // CHECK-NEXT: {{^  }}torch::optim::Optimizer* alias = &optimizer;
+// CHECK-NEXT: {{^  }}auto autocast = fabric.autocast();
 // CHECK-NEXT: {{^  }}auto y = model->forward(torch::randn({2, 4}));
 // CHECK-NEXT: {{^  }}choose(fabric, Config{});
 // CHECK-NEXT: {{^  }}groups(fabric);

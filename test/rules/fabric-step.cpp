@@ -33,8 +33,8 @@ int main() {
   auto x = torch::ones({2});
   // CHECK: {{^  }}fabric.step(optimizer);
   optimizer.step();
-  // A closure is passed on.
-  // CHECK: {{^  }}auto loss = fabric.step(optimizer, [&] { return model->forward(x).sum(); });
+  // A closure is passed on (its forward opens the autocast scope: fabric-autocast).
+  // CHECK: {{^  }}auto loss = fabric.step(optimizer, [&] { auto autocast = fabric.autocast(); return model->forward(x).sum(); });
   auto loss = optimizer.step([&] { return model->forward(x).sum(); });
   // Through a pointer.
   // CHECK: {{^  }}torch::optim::Optimizer* pointer = &optimizer;

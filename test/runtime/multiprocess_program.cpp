@@ -383,6 +383,9 @@ void check_partition(const std::vector<std::vector<int64_t>>& shards, size_t dat
   }
 }
 
+void check_exact_cover(const std::vector<std::vector<int64_t>>& shards, size_t size,
+                       const std::string& what);
+
 void check_samplers(fabric::Fabric& fabric) {
   namespace samplers = torch::data::samplers;
   using torch::data::transforms::Stack;
@@ -408,12 +411,44 @@ void check_samplers(fabric::Fabric& fabric) {
           "SequentialSampler: a shard is not in order");
   }
 
-  // A data set that does not divide evenly: every rank still runs the same
-  // number of samples (padding), and all samples are seen.
-  auto uneven_loader = fabric.setup_dataloader<samplers::RandomSampler>(
+  // A data set that does not divide evenly (issue 27 point 3). A loader
+  // that feeds no backward pass (evaluation) hands out every sample exactly
+  // once over all ranks; with batches of 4 over 8 * world + 1 samples the
+  // ranks without the extra sample run one batch fewer.
+  for (const bool shuffle : {true, false}) {
+    const std::string what = shuffle ? "RandomSampler" : "SequentialSampler";
+    std::vector<std::vector<int64_t>> exact;
+    if (shuffle) {
+      auto loader = fabric.setup_dataloader<samplers::RandomSampler>(IndexDataset(size + 1).map(Stack<>()), 4);
+      exact = gather_indices(fabric, one_epoch(fabric, *loader));
+      check_exact_cover(gather_indices(fabric, one_epoch(fabric, *loader)), size + 1,
+                        what + ", evaluation loader, epoch 2");
+    } else {
+      auto loader = fabric.setup_dataloader<samplers::SequentialSampler>(IndexDataset(size + 1).map(Stack<>()), 4);
+      exact = gather_indices(fabric, one_epoch(fabric, *loader));
+    }
+    check_exact_cover(exact, size + 1, what + ", evaluation loader over an uneven data set");
+  }
+  // A loader whose batches feed backward passes (training) pads the shares,
+  // so that every rank runs the same number of steps; a rank with a step
+  // fewer would leave the others waiting in the gradient all-reduce.
+  torch::nn::Linear probe(2, 1);
+  torch::optim::SGD probe_optimizer(probe->parameters(), 0.0);
+  fabric.setup(probe, probe_optimizer);
+  auto training_loader = fabric.setup_dataloader<samplers::SequentialSampler>(
       IndexDataset(size + 1).map(Stack<>()), 4);
-  check_partition(gather_indices(fabric, one_epoch(fabric, *uneven_loader)), size + 1,
-                  "RandomSampler, uneven data set");
+  for (int epoch = 0; epoch < 2; ++epoch) {
+    std::vector<int64_t> seen;
+    int64_t steps = 0;
+    for (auto& batch : *training_loader) {
+      fabric.backward(probe->forward(batch.data).sum());
+      for (int64_t i = 0; i < batch.target.size(0); ++i) seen.push_back(batch.target[i].item<int64_t>());
+      ++steps;
+    }
+    check(fabric.all_reduce(torch::tensor(steps), fabric::ReduceOp::Max).item<int64_t>() == steps,
+          "a training loader gave the ranks different numbers of steps");
+    check_partition(gather_indices(fabric, seen), size + 1, "SequentialSampler, training loader");
+  }
 }
 
 void check_collectives(fabric::Fabric& fabric) {

@@ -721,6 +721,36 @@ TEST(Precision, Bf16MixedRunsMatmulInBfloat16) {
   EXPECT_EQ(torch::mm(a, b).scalar_type(), torch::kFloat);
 }
 
+// The scope fabricize opens before a migrated forward (issue 27 point 1)
+// usually still holds at fabric.backward(loss): the backward pass runs
+// outside autocast (its ops in the dtypes the forward chose), and autocast
+// is back on after it.
+TEST(Precision, BackwardInsideAnAutocastScope) {
+  fabric::Fabric fabric(one_cpu_process().precision("bf16-mixed"));
+  fabric.launch();
+  torch::nn::Linear layer(8, 4);
+  torch::optim::SGD optimizer(layer->parameters(), 0.1);
+  fabric.setup(layer, optimizer);
+  const auto x = torch::randn({16, 8}).requires_grad_();
+  // What a matmul gives inside the backward pass (a hook runs there).
+  torch::Dtype during_backward = torch::kDouble;
+  x.register_hook([&during_backward](torch::Tensor grad) {
+    during_backward = torch::mm(grad, grad.t()).scalar_type();
+    return grad;
+  });
+  auto autocast = fabric.autocast();
+  const auto out = layer->forward(x);
+  EXPECT_EQ(out.scalar_type(), torch::kBFloat16) << "the forward did not run in bfloat16";
+  const auto loss = out.float_power(2).mean();
+  fabric.backward(loss);
+  EXPECT_EQ(during_backward, torch::kFloat) << "the backward pass ran under autocast";
+  EXPECT_EQ(torch::mm(x, x.t()).scalar_type(), torch::kBFloat16) << "autocast is off after fabric.backward";
+  EXPECT_EQ(layer->weight.grad().scalar_type(), torch::kFloat) << "fp32 master weights get fp32 gradients";
+  EXPECT_TRUE(layer->weight.grad().abs().sum().item<double>() > 0);
+  fabric.step(optimizer);
+  EXPECT_EQ(layer->weight.scalar_type(), torch::kFloat);
+}
+
 TEST(Precision, TruePrecisionsCastTheModule) {
   const std::pair<const char*, torch::Dtype> cases[] = {
       {"64-true", torch::kDouble}, {"64", torch::kDouble}, {"bf16-true", torch::kBFloat16},

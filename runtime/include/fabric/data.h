@@ -3,15 +3,23 @@
 // and in addition
 //  - starts every pass with set_epoch(n) on a distributed sampler, so each
 //    epoch is shuffled differently (as Lightning's Fabric loader does);
-//  - hands out batches already moved to the Fabric's device (to_device).
+//  - hands out batches already moved to the Fabric's device (to_device);
+//  - with several processes, gives each rank its share of the data: a
+//    training loader pads the shares to equal length, a loader that feeds
+//    no backward pass (evaluation) counts every sample once (ShardSampler).
 #pragma once
 
 #include <fabric/to_device.h>
 
 #include <torch/torch.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <iterator>
+#include <numeric>
+#include <random>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -44,23 +52,131 @@ class SharedSampler final : public torch::data::samplers::Sampler<BatchRequest> 
   std::shared_ptr<torch::data::samplers::Sampler<BatchRequest>> sampler_;
 };
 
+// How many backward passes this process has run (Fabric::backward counts
+// them). A loader's sampler reads it to tell a training loader from one that
+// only evaluates.
+using BackwardPassCounter = std::shared_ptr<const std::atomic<uint64_t>>;
+
+// This rank's share of the data set when the job has several processes, the
+// way PyTorch's DistributedSampler splits it: every rank builds the same
+// order of 0..size-1 (shuffled from the epoch number, or in order), padded
+// to a multiple of num_replicas with indices from its start, and takes the
+// positions rank, rank + num_replicas, ... of it. A rank's share then holds
+// its samples first and at most one padded (repeated) sample last.
+//
+// Whether that padded sample is handed out is decided when the pass reaches
+// it: a loader whose batches have fed a backward pass (a training loader)
+// hands it out, so every rank runs the same number of steps (a rank with a
+// batch fewer would leave the others waiting in the gradient all-reduce); a
+// loader that has fed none (evaluation) leaves it out, so every sample is
+// counted exactly once over all ranks: its last batch may be one shorter on
+// some ranks, and a rank may get one batch fewer.
+class ShardSampler final : public torch::data::samplers::DistributedSampler<> {
+ public:
+  ShardSampler(size_t size, size_t num_replicas, size_t rank, bool shuffle,
+               BackwardPassCounter backward_passes)
+      : DistributedSampler<>(size, num_replicas, rank, /*allow_duplicates=*/true),
+        shuffle_(shuffle),
+        backward_passes_(std::move(backward_passes)) {
+    populate();
+  }
+
+  void reset(c10::optional<size_t> new_size = c10::nullopt) override {
+    size_ = new_size.value_or(size_);
+    populate();
+  }
+
+  c10::optional<std::vector<size_t>> next(size_t batch_size) override {
+    size_t end = indices_.size();
+    if (end > real_count_ && !has_fed_backward()) end = real_count_;
+    if (position_ >= end || batch_size == 0) return c10::nullopt;
+    const size_t count = std::min(batch_size, end - position_);
+    std::vector<size_t> batch(indices_.begin() + static_cast<std::ptrdiff_t>(position_),
+                              indices_.begin() + static_cast<std::ptrdiff_t>(position_ + count));
+    position_ += count;
+    return batch;
+  }
+
+  void save(torch::serialize::OutputArchive& archive) const override {
+    archive.write("epoch", torch::tensor(static_cast<int64_t>(epoch_)), /*is_buffer=*/true);
+    archive.write("position", torch::tensor(static_cast<int64_t>(position_)), /*is_buffer=*/true);
+    archive.write("fed_backward", torch::tensor(static_cast<int64_t>(fed_backward_)),
+                  /*is_buffer=*/true);
+  }
+  // Restores the epoch and the position within it: the next batch is the one
+  // the saved sampler would have handed out next.
+  void load(torch::serialize::InputArchive& archive) override {
+    auto read = [&archive](const char* key) {
+      auto value = torch::empty(1, torch::kInt64);
+      archive.read(key, value, /*is_buffer=*/true);
+      return static_cast<size_t>(value.item<int64_t>());
+    };
+    epoch_ = read("epoch");
+    const size_t position = read("position");
+    fed_backward_ = read("fed_backward") != 0;
+    populate();
+    position_ = std::min(position, indices_.size());
+  }
+
+  // Positions of this rank's share already handed out in this pass.
+  size_t position() const noexcept { return position_; }
+  // This rank's samples per pass without and with the padded one.
+  size_t real_count() const noexcept { return real_count_; }
+  size_t padded_count() const noexcept { return indices_.size(); }
+
+ private:
+  void populate() {
+    std::vector<size_t> order(size_);
+    std::iota(order.begin(), order.end(), size_t{0});
+    if (shuffle_) {
+      // One generator seeded with the epoch on every rank, as LibTorch's
+      // DistributedRandomSampler seeds it: every rank draws the same order.
+      std::mt19937 generator(static_cast<std::mt19937::result_type>(epoch_));
+      std::shuffle(order.begin(), order.end(), generator);
+    }
+    const size_t per_rank = (size_ + num_replicas_ - 1) / num_replicas_;
+    indices_.clear();
+    real_count_ = 0;
+    for (size_t i = 0; i < per_rank; ++i) {
+      const size_t at = rank_ + i * num_replicas_;
+      if (at < size_) ++real_count_;
+      if (size_ > 0) indices_.push_back(order[at % size_]);
+    }
+    position_ = 0;
+    backward_passes_at_reset_ = backward_passes_ ? backward_passes_->load() : 0;
+  }
+
+  // Sticky: once a pass of this loader has seen a backward pass, it is a
+  // training loader for good.
+  bool has_fed_backward() {
+    if (!fed_backward_ && backward_passes_ && backward_passes_->load() != backward_passes_at_reset_) {
+      fed_backward_ = true;
+    }
+    return fed_backward_;
+  }
+
+  bool shuffle_;
+  BackwardPassCounter backward_passes_;
+  std::vector<size_t> indices_;
+  size_t real_count_ = 0;
+  size_t position_ = 0;
+  uint64_t backward_passes_at_reset_ = 0;
+  bool fed_backward_ = false;
+};
+
 // The sampler each rank uses when the job has several processes:
-// RandomSampler -> DistributedRandomSampler, SequentialSampler ->
-// DistributedSequentialSampler, a distributed sampler type -> itself with
-// this rank's shard. Anything else cannot be sharded safely.
+// RandomSampler -> a shuffled ShardSampler, SequentialSampler -> an ordered
+// one, a distributed sampler type -> itself with this rank's shard.
+// Anything else cannot be sharded safely.
 template <class Sampler>
 std::shared_ptr<torch::data::samplers::DistributedSampler<>> make_distributed_sampler(
-    size_t dataset_size, size_t world_size, size_t rank) {
+    size_t dataset_size, size_t world_size, size_t rank, BackwardPassCounter backward_passes) {
   namespace samplers = torch::data::samplers;
-  if constexpr (std::is_same<Sampler, samplers::RandomSampler>::value) {
-    // allow_duplicates pads the last shard as PyTorch's DistributedSampler
-    // does, so every rank runs the same number of steps (else the ranks with
-    // one batch fewer would leave the others waiting in all-reduce).
-    return std::make_shared<samplers::DistributedRandomSampler>(dataset_size, world_size, rank,
-                                                                /*allow_duplicates=*/true);
-  } else if constexpr (std::is_same<Sampler, samplers::SequentialSampler>::value) {
-    return std::make_shared<samplers::DistributedSequentialSampler>(
-        dataset_size, world_size, rank, /*allow_duplicates=*/true);
+  if constexpr (std::is_same<Sampler, samplers::RandomSampler>::value ||
+                std::is_same<Sampler, samplers::SequentialSampler>::value) {
+    return std::make_shared<ShardSampler>(dataset_size, world_size, rank,
+                                          std::is_same<Sampler, samplers::RandomSampler>::value,
+                                          std::move(backward_passes));
   } else if constexpr (std::is_base_of<samplers::DistributedSampler<>, Sampler>::value &&
                        std::is_constructible<Sampler, size_t, size_t, size_t>::value) {
     return std::make_shared<Sampler>(dataset_size, world_size, rank);

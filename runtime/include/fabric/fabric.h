@@ -667,6 +667,8 @@ class Fabric {
   void save_optimizer_file(const std::string& path, torch::optim::Optimizer& optimizer);
   void load_optimizer_file(const std::string& path, torch::optim::Optimizer& optimizer);
   detail::FabricState* checked_state_for_no_sync(const torch::nn::Module* module);
+  // Counts this process's backward passes, for the loaders' samplers.
+  detail::BackwardPassCounter backward_pass_counter() const;
   torch::Tensor clip_module_gradients(torch::nn::Module& module, torch::optim::Optimizer& optimizer,
                                       c10::optional<double> clip_val,
                                       c10::optional<double> max_norm, double norm_type,
@@ -700,7 +702,8 @@ auto Fabric::setup_dataloader(Dataset dataset, torch::data::DataLoaderOptions op
     sampler = std::make_shared<Sampler>(*size);
   } else if constexpr (std::is_same<BatchRequest, std::vector<size_t>>::value) {
     distributed_sampler = detail::make_distributed_sampler<Sampler>(
-        *size, static_cast<size_t>(world_size()), static_cast<size_t>(global_rank()));
+        *size, static_cast<size_t>(world_size()), static_cast<size_t>(global_rank()),
+        backward_pass_counter());
     sampler = distributed_sampler;
   } else {
     throw std::invalid_argument(

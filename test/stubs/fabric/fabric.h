@@ -27,6 +27,14 @@ template <class Dataset, class BatchRequest = std::vector<size_t>> class DataLoa
   torch::data::Iterator<typename Dataset::BatchType> end();
 };
 std::ofstream rank_zero_ofstream(const std::string& path, std::ios::openmode mode = std::ios::out);
+class [[nodiscard]] Autocast {
+ public:
+  ~Autocast();
+};
+class [[nodiscard]] NoBackwardSync {
+ public:
+  ~NoBackwardSync();
+};
 class Fabric {
  public:
   explicit Fabric(Options options = Options());
@@ -43,6 +51,8 @@ class Fabric {
   std::unique_ptr<DataLoader<Dataset>> setup_dataloader(Dataset dataset, torch::data::DataLoaderOptions options);
   template <class Sampler = torch::data::samplers::RandomSampler, class Dataset>
   std::unique_ptr<DataLoader<Dataset>> setup_dataloader(Dataset dataset, size_t batch_size);
+  Autocast autocast();
+  template <class Model> NoBackwardSync no_backward_sync(Model& model, bool enabled = true);
   void step(torch::optim::Optimizer& optimizer);
   torch::Tensor step(torch::optim::Optimizer& optimizer, torch::optim::Optimizer::LossClosure closure);
   std::ostream& print();

@@ -51,6 +51,8 @@ class TensorBase {
  public:
   Device device() const;
   int64_t size(int64_t dim) const;
+  int64_t numel() const;
+  int64_t dim() const;
 };
 class Tensor : public TensorBase {
  public:
@@ -93,6 +95,10 @@ using c10::kHalf;
 using c10::kBFloat16;
 using c10::kLong;
 template <class T> using optional = c10::optional<T>;
+struct NoGradGuard {
+  NoGradGuard();
+  ~NoGradGuard();
+};
 
 Tensor randn(std::vector<int64_t> shape, TensorOptions options = {});
 Tensor zeros(std::vector<int64_t> shape, TensorOptions options = {});
