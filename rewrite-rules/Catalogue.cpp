@@ -22,6 +22,7 @@ std::vector<Rule> buildCatalogue(const FabricOptions& options) {
       makeCudaGuardRule(options),      makeDeviceMoveRule(options),
       makeDeviceVariableRule(options), makeBackwardRule(options),
       makeStepRule(options),           makeAutocastRule(options),
+      makeNoBackwardSyncRule(options),
       makeRankZeroPrintRule(options),  makeRankZeroFileRule(options),
       makeCheckpointRule(options),     makeReduceMetricRule(options),
       makePerRankMetricRule(options),

@@ -15,6 +15,7 @@ Rule makeDeviceVariableRule(const FabricOptions&);
 Rule makeBackwardRule(const FabricOptions&);
 Rule makeStepRule(const FabricOptions&);
 Rule makeAutocastRule(const FabricOptions&);
+Rule makeNoBackwardSyncRule(const FabricOptions&);
 Rule makeRankZeroPrintRule(const FabricOptions&);
 Rule makeRankZeroFileRule(const FabricOptions&);
 Rule makeBatchToDeviceRule(const FabricOptions&);

@@ -24,6 +24,7 @@
 #include <exception>
 #include <fstream>
 #include <iostream>
+#include <mutex>
 #include <stdexcept>
 #include <thread>
 #include <unordered_map>
@@ -258,10 +259,59 @@ std::vector<std::string> read_string_list(torch::serialize::InputArchive& archiv
 } // namespace
 
 const char* StateEntry::kind() const noexcept {
-  static const char* const kNames[] = {"module", "optimizer", "tensor", "int64", "int32",
-                                       "double", "float",     "bool",   "string"};
+  static const char* const kNames[] = {"module", "optimizer", "tensor",    "int64",  "int32",
+                                       "double", "float",     "bool",      "string", "scheduler",
+                                       "loader", "random_state"};
+  static_assert(sizeof(kNames) / sizeof(kNames[0]) == std::variant_size<Target>::value,
+                "a name for every kind of entry");
   return kNames[target_.index()];
 }
+
+namespace {
+
+// LRScheduler keeps its step count protected; a derived class may name it.
+struct SchedulerSteps : torch::optim::LRScheduler {
+  static unsigned& of(torch::optim::LRScheduler& scheduler) {
+    return scheduler.*(&SchedulerSteps::step_count_);
+  }
+};
+
+// Every rank's default generator states, gathered (a collective).
+struct RandomStates {
+  int64_t world_size = 1;
+  std::vector<torch::Tensor> cpu;
+  std::vector<torch::Tensor> cuda;  // empty unless the ranks run on CUDA
+};
+
+torch::Tensor generator_state(at::Generator generator) {
+  std::lock_guard<std::mutex> lock(generator.mutex());
+  return generator.get_state();
+}
+
+void set_generator_state(at::Generator generator, const torch::Tensor& state) {
+  std::lock_guard<std::mutex> lock(generator.mutex());
+  generator.set_state(state);
+}
+
+RandomStates gather_random_states(Fabric& fabric) {
+  RandomStates states;
+  states.world_size = fabric.world_size();
+  // As int64: every backend gathers it.
+  const auto gather = [&fabric](const torch::Tensor& state) {
+    std::vector<torch::Tensor> all;
+    for (const auto& tensor : fabric.all_gather(state.to(torch::kLong).to(fabric.device()))) {
+      all.push_back(tensor.cpu().to(torch::kByte));
+    }
+    return all;
+  };
+  states.cpu = gather(generator_state(at::detail::getDefaultCPUGenerator()));
+  if (fabric.device().is_cuda()) {
+    states.cuda = gather(generator_state(at::globalContext().defaultGenerator(fabric.device())));
+  }
+  return states;
+}
+
+} // namespace
 
 State::State(std::initializer_list<StateEntry> entries) {
   for (const auto& entry : entries) add(entry);
@@ -371,7 +421,15 @@ void Fabric::save(const std::string& path, const State& state) {
       }));
     }
   }
-  save_with(path, [&state, &scaler](std::ostream& stream) {
+  // Every rank's generators, gathered by every rank before rank 0 writes.
+  RandomStates random_states;
+  for (const auto& entry : state.entries()) {
+    if (std::holds_alternative<RandomState>(entry.target())) {
+      random_states = gather_random_states(*this);
+      break;
+    }
+  }
+  save_with(path, [&state, &scaler, &random_states](std::ostream& stream) {
     torch::serialize::OutputArchive archive;
     c10::List<std::string> names;
     c10::List<std::string> kinds;
@@ -393,6 +451,22 @@ void Fabric::save(const std::string& path, const State& state) {
               archive.write(key, nested);
             } else if constexpr (std::is_same<Target, torch::Tensor*>::value) {
               archive.write(key, *target, /*is_buffer=*/true);
+            } else if constexpr (std::is_same<Target, torch::optim::LRScheduler*>::value) {
+              archive.write(key, c10::IValue(static_cast<int64_t>(SchedulerSteps::of(*target))));
+            } else if constexpr (std::is_same<Target, detail::StatefulEntry*>::value) {
+              torch::serialize::OutputArchive nested;
+              target->save_state(nested);
+              archive.write(key, nested);
+            } else if constexpr (std::is_same<Target, RandomState>::value) {
+              torch::serialize::OutputArchive nested;
+              nested.write("world_size", c10::IValue(random_states.world_size));
+              for (size_t rank = 0; rank < random_states.cpu.size(); ++rank) {
+                nested.write("cpu_" + std::to_string(rank), random_states.cpu[rank], /*is_buffer=*/true);
+              }
+              for (size_t rank = 0; rank < random_states.cuda.size(); ++rank) {
+                nested.write("cuda_" + std::to_string(rank), random_states.cuda[rank], /*is_buffer=*/true);
+              }
+              archive.write(key, nested);
             } else if constexpr (std::is_same<Target, int32_t*>::value) {
               archive.write(key, c10::IValue(static_cast<int64_t>(*target)));
             } else if constexpr (std::is_same<Target, float*>::value) {
@@ -490,6 +564,29 @@ void Fabric::load(const std::string& path, const State& state, bool strict) {
       }
     }
   };
+  const auto load_random_states = [&](torch::serialize::InputArchive& file, const std::string& key) {
+    torch::serialize::InputArchive nested;
+    file.read(key, nested);
+    c10::IValue saved_world;
+    nested.read("world_size", saved_world);
+    if (saved_world.toInt() != world_size()) {
+      if (is_global_zero()) {
+        detail::write_stderr_line(
+            "fabric: note: '" + path + "' holds the random generator states of " +
+            std::to_string(saved_world.toInt()) + " ranks, this job has " + std::to_string(world_size()) +
+            ": the generators are left as they are (the run continues, not bit for bit)");
+      }
+      return;
+    }
+    const std::string rank = std::to_string(global_rank());
+    torch::Tensor cpu;
+    nested.read("cpu_" + rank, cpu, /*is_buffer=*/true);
+    set_generator_state(at::detail::getDefaultCPUGenerator(), cpu.cpu());
+    torch::Tensor cuda;
+    if (device().is_cuda() && nested.try_read("cuda_" + rank, cuda, /*is_buffer=*/true)) {
+      set_generator_state(at::globalContext().defaultGenerator(device()), cuda.cpu());
+    }
+  };
   const auto apply = [&] {
     if (state_->scaler.active) {
       c10::IValue scale;
@@ -518,6 +615,16 @@ void Fabric::load(const std::string& path, const State& state, bool strict) {
                 torch::Tensor loaded;
                 archive.read(key, loaded, /*is_buffer=*/true);
                 *target = loaded;
+              } else if constexpr (std::is_same<Target, torch::optim::LRScheduler*>::value) {
+                c10::IValue steps;
+                archive.read(key, steps);
+                SchedulerSteps::of(*target) = static_cast<unsigned>(steps.toInt());
+              } else if constexpr (std::is_same<Target, detail::StatefulEntry*>::value) {
+                torch::serialize::InputArchive nested;
+                archive.read(key, nested);
+                target->load_state(nested);
+              } else if constexpr (std::is_same<Target, RandomState>::value) {
+                load_random_states(archive, key);
               } else {
                 c10::IValue value;
                 archive.read(key, value);

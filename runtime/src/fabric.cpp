@@ -649,6 +649,8 @@ void follow_trained_parameters(detail::FabricState& state) {
 
 detail::BackwardPassCounter Fabric::backward_pass_counter() const { return state_->backward_passes; }
 
+uint64_t Fabric::gradient_synchronizations() const { return state_->gradient_synchronizations; }
+
 void Fabric::backward(const torch::Tensor& loss, const torch::Tensor& gradient,
                       c10::optional<bool> retain_graph, bool create_graph) {
   auto& state = *state_;
@@ -732,6 +734,12 @@ void Fabric::backward(const torch::Tensor& loss, const torch::Tensor& gradient,
   });
   if (state.monitor) state.monitor->count_backward();
   state.backward_passes->fetch_add(1);
+  for (const auto& model : models) {
+    if (model.synchronized && state.placement.world_size > 1) {
+      ++state.gradient_synchronizations;
+      break;
+    }
+  }
   if (!scaling) return;
 
   // Gradients are reduced now (the Reducer finishes inside backward).

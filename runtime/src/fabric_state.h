@@ -86,6 +86,9 @@ class FabricState {
   // Backward passes run by this process: a loader's ShardSampler reads it to
   // tell training loaders (padded shares) from evaluation ones (exact).
   std::shared_ptr<std::atomic<uint64_t>> backward_passes = std::make_shared<std::atomic<uint64_t>>(0);
+  // Backward passes that all-reduced (or reduce-scattered) a model's
+  // gradients; Fabric::gradient_synchronizations.
+  uint64_t gradient_synchronizations = 0;
   bool warned_step_without_setup = false;
   // Optimizers whose parameters of no set-up model became a loose entry of
   // `models` (numbers them in messages), and whether rank 0 said what that

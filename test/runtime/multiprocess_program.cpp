@@ -526,6 +526,35 @@ void check_checkpoint(fabric::Fabric& fabric) {
   if (fabric.is_global_zero()) std::remove(path.c_str());
 }
 
+// Gradient accumulation (issue 27 point 2): under no_backward_sync only the
+// pass that steps all-reduces, and the result equals all-reducing every
+// pass.
+void check_accumulation(fabric::Fabric& fabric) {
+  const auto run = [&](bool scoped) {
+    torch::manual_seed(21);
+    torch::nn::Linear model(4, 3);
+    torch::optim::SGD optimizer(model->parameters(), 0.1);
+    fabric.setup(model, optimizer);
+    torch::manual_seed(30 + fabric.global_rank());
+    const uint64_t before = fabric.gradient_synchronizations();
+    for (int step = 0; step < 3; ++step) {
+      optimizer.zero_grad();
+      for (int m = 0; m < 4; ++m) {
+        auto no_sync = fabric.no_backward_sync(model, scoped && m + 1 < 4);
+        fabric.backward(model->forward(torch::randn({5, 4})).pow(2).mean() / 4);
+      }
+      fabric.step(optimizer);
+    }
+    const uint64_t synchronizations = fabric.gradient_synchronizations() - before;
+    check(synchronizations == (scoped ? 3u : 12u),
+          "gradient accumulation: " + std::to_string(synchronizations) + " synchronizing backward passes in 3 steps of 4");
+    return torch::cat({model->weight.detach().flatten(), model->bias.detach()});
+  };
+  const auto every = run(false);
+  const auto scoped = run(true);
+  check(torch::allclose(every, scoped, 1e-6, 1e-7), "accumulating under no_backward_sync changed the result");
+}
+
 int run_ddp_checks(const Arguments& arguments) {
   fabric::Fabric fabric(fabric::Options().accelerator("cpu").devices(arguments.devices));
   fabric.launch();
@@ -538,6 +567,7 @@ int run_ddp_checks(const Arguments& arguments) {
   check_gradients(fabric, torch::kDouble, 1e-6);
   check_gradients(fabric, torch::kFloat, 1e-5);
   check_samplers(fabric);
+  check_accumulation(fabric);
   check_collectives(fabric);
   check_checkpoint(fabric);
   fabric.print("ddp checks passed on", fabric.world_size(), "ranks");

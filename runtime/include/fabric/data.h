@@ -17,11 +17,13 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <iterator>
 #include <numeric>
 #include <random>
 #include <memory>
 #include <stdexcept>
+#include <sstream>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -30,16 +32,35 @@
 namespace fabric {
 namespace detail {
 
+// What fabric::State saves and loads of an object that is neither a module
+// nor an optimizer (a DataLoader: its epoch and its position in it).
+class StatefulEntry {
+ public:
+  virtual ~StatefulEntry() = default;
+  virtual void save_state(torch::serialize::OutputArchive& archive) const = 0;
+  virtual void load_state(torch::serialize::InputArchive& archive) = 0;
+};
+
 // torch::data::make_data_loader stores its sampler by value, so set_epoch on
 // any sampler kept outside would change a copy nobody uses. The loader gets
 // this forwarder instead, and both sides share the one real sampler.
 template <class BatchRequest>
 class SharedSampler final : public torch::data::samplers::Sampler<BatchRequest> {
  public:
-  explicit SharedSampler(std::shared_ptr<torch::data::samplers::Sampler<BatchRequest>> sampler)
-      : sampler_(std::move(sampler)) {}
+  // `restore`, when it holds a function, replaces the next reset: a loader
+  // resumed from a checkpoint puts its sampler back where it was instead of
+  // starting a new pass (before the loader's workers prefetch from it).
+  SharedSampler(std::shared_ptr<torch::data::samplers::Sampler<BatchRequest>> sampler,
+                std::shared_ptr<std::function<void()>> restore)
+      : sampler_(std::move(sampler)), restore_(std::move(restore)) {}
 
   void reset(c10::optional<size_t> new_size = c10::nullopt) override {
+    if (restore_ && *restore_) {
+      auto restore = std::move(*restore_);
+      *restore_ = nullptr;
+      restore();
+      return;
+    }
     sampler_->reset(new_size);
   }
   c10::optional<BatchRequest> next(size_t batch_size) override {
@@ -50,6 +71,7 @@ class SharedSampler final : public torch::data::samplers::Sampler<BatchRequest> 
 
  private:
   std::shared_ptr<torch::data::samplers::Sampler<BatchRequest>> sampler_;
+  std::shared_ptr<std::function<void()>> restore_;
 };
 
 // How many backward passes this process has run (Fabric::backward counts
@@ -120,6 +142,7 @@ class ShardSampler final : public torch::data::samplers::DistributedSampler<> {
 
   // Positions of this rank's share already handed out in this pass.
   size_t position() const noexcept { return position_; }
+  void set_position(size_t position) noexcept { position_ = std::min(position, indices_.size()); }
   // This rank's samples per pass without and with the padded one.
   size_t real_count() const noexcept { return real_count_; }
   size_t padded_count() const noexcept { return indices_.size(); }
@@ -190,10 +213,42 @@ std::shared_ptr<torch::data::samplers::DistributedSampler<>> make_distributed_sa
   }
 }
 
+// Loads `saved` (what sampler.save wrote) into `sampler` and moves it to
+// `position` within its pass: the samples the program had been handed when
+// it saved, whatever the loader's workers had fetched ahead.
+inline void restore_sampler(torch::data::samplers::Sampler<>& sampler,
+                            torch::serialize::InputArchive& saved, size_t position) {
+  namespace samplers = torch::data::samplers;
+  if (auto* shard = dynamic_cast<ShardSampler*>(&sampler)) {
+    shard->load(saved);
+    shard->set_position(position);
+    return;
+  }
+  const bool random = dynamic_cast<samplers::RandomSampler*>(&sampler) != nullptr;
+  if (!random && dynamic_cast<samplers::SequentialSampler*>(&sampler) == nullptr) {
+    sampler.load(saved);  // a sampler of the program's own: its own position
+    return;
+  }
+  // LibTorch's samplers keep their place as "index" (and their order as
+  // "indices"): the same archive with the program's position in it.
+  torch::serialize::OutputArchive moved;
+  moved.write("index", torch::tensor(static_cast<int64_t>(position), torch::kInt64), /*is_buffer=*/true);
+  if (random) {
+    torch::Tensor indices;
+    saved.read("indices", indices, /*is_buffer=*/true);
+    moved.write("indices", indices, /*is_buffer=*/true);
+  }
+  std::stringstream bytes;
+  moved.save_to(bytes);
+  torch::serialize::InputArchive reread;
+  reread.load_from(bytes);
+  sampler.load(reread);
+}
+
 } // namespace detail
 
 template <class Dataset, class BatchRequest = std::vector<size_t>>
-class DataLoader {
+class DataLoader final : public detail::StatefulEntry {
  public:
   using BatchType = typename Dataset::BatchType;
   using BatchRequestType = BatchRequest;
@@ -212,14 +267,15 @@ class DataLoader {
     using reference = BatchType&;
     using iterator_category = std::input_iterator_tag;
 
-    Iterator(torch::data::Iterator<BatchType> inner, torch::Device device)
-        : inner_(std::move(inner)), device_(device) {}
+    Iterator(torch::data::Iterator<BatchType> inner, torch::Device device, size_t* handed_out = nullptr)
+        : inner_(std::move(inner)), device_(device), handed_out_(handed_out) {}
 
     BatchType& operator*() {
       BatchType& batch = *inner_;
       if (!on_device_) {
         batch = detail::move_batch_to_device(batch, device_);
         on_device_ = true;
+        if (handed_out_ != nullptr) ++*handed_out_;
       }
       return batch;
     }
@@ -235,6 +291,7 @@ class DataLoader {
    private:
     torch::data::Iterator<BatchType> inner_;
     torch::Device device_;
+    size_t* handed_out_;  // the loader's count of batches handed out in this pass
     bool on_device_ = false;
   };
 
@@ -247,14 +304,22 @@ class DataLoader {
         distributed_sampler_(std::move(distributed_sampler)),
         device_(device),
         loader_(std::make_unique<InnerLoader>(std::move(dataset),
-                                              detail::SharedSampler<BatchRequest>(sampler_),
+                                              detail::SharedSampler<BatchRequest>(sampler_, restore_),
                                               std::move(options))) {}
 
-  // Starts a pass (an epoch) over this rank's share of the data.
+  // Starts a pass (an epoch) over this rank's share of the data; after
+  // fabric.load of a State holding this loader, continues the pass it was
+  // saved in, with the batch after the last one the program had been given.
   Iterator begin() {
-    if (distributed_sampler_) distributed_sampler_->set_epoch(epoch_);
-    ++epoch_;
-    return Iterator(loader_->begin(), device_);
+    if (resume_) {
+      resume_ = false;
+      if (distributed_sampler_) distributed_sampler_->set_epoch(epoch_ > 0 ? epoch_ - 1 : 0);
+    } else {
+      if (distributed_sampler_) distributed_sampler_->set_epoch(epoch_);
+      ++epoch_;
+      handed_out_ = 0;
+    }
+    return Iterator(loader_->begin(), device_, &handed_out_);
   }
   Iterator end() { return Iterator(loader_->end(), device_); }
 
@@ -264,14 +329,53 @@ class DataLoader {
   }
   // Number of passes started so far.
   size_t epoch() const noexcept { return epoch_; }
+  // Batches handed to the program in the current pass.
+  size_t batches_handed_out() const noexcept { return handed_out_; }
   SamplerType& sampler() noexcept { return *sampler_; }
   const torch::Device& device() const noexcept { return device_; }
+
+  // fabric::State: the passes started, the batches handed out in the last
+  // one, and the sampler (its order and place).
+  void save_state(torch::serialize::OutputArchive& archive) const override {
+    archive.write("epoch", c10::IValue(static_cast<int64_t>(epoch_)));
+    archive.write("batches_handed_out", c10::IValue(static_cast<int64_t>(handed_out_)));
+    archive.write("batch_size", c10::IValue(static_cast<int64_t>(loader_->options().batch_size)));
+    torch::serialize::OutputArchive sampler;
+    sampler_->save(sampler);
+    archive.write("sampler", sampler);
+  }
+  void load_state(torch::serialize::InputArchive& archive) override {
+    c10::IValue epoch, handed_out, batch_size;
+    archive.read("epoch", epoch);
+    archive.read("batches_handed_out", handed_out);
+    archive.read("batch_size", batch_size);
+    if (batch_size.toInt() != static_cast<int64_t>(loader_->options().batch_size)) {
+      throw std::invalid_argument("the loader was saved with batch size " + std::to_string(batch_size.toInt()) +
+                                  ", this one has " + std::to_string(loader_->options().batch_size) +
+                                  ": its position cannot be restored");
+    }
+    auto saved = std::make_shared<torch::serialize::InputArchive>();
+    archive.read("sampler", *saved);
+    epoch_ = static_cast<size_t>(epoch.toInt());
+    handed_out_ = static_cast<size_t>(handed_out.toInt());
+    resume_ = epoch_ > 0;
+    const size_t position = handed_out_ * loader_->options().batch_size;
+    auto sampler = sampler_;
+    if constexpr (std::is_same<BatchRequest, std::vector<size_t>>::value) {
+      *restore_ = [sampler, saved, position] { detail::restore_sampler(*sampler, *saved, position); };
+    } else {
+      *restore_ = [sampler, saved] { sampler->load(*saved); };
+    }
+  }
 
  private:
   std::shared_ptr<SamplerType> sampler_;
   std::shared_ptr<DistributedSamplerType> distributed_sampler_;
   torch::Device device_;
   size_t epoch_ = 0;
+  size_t handed_out_ = 0;
+  bool resume_ = false;
+  std::shared_ptr<std::function<void()>> restore_ = std::make_shared<std::function<void()>>();
   std::unique_ptr<InnerLoader> loader_;
 };
 

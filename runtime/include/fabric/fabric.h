@@ -94,11 +94,19 @@ class CheckpointError : public c10::Error {
 
 // One named entry of a checkpoint: a reference to the caller's object, which
 // save() reads and load() overwrites in place.
+// The default random generators of every rank (CPU, and this rank's CUDA
+// device where it has one), as a State entry: {"rng", fabric::RandomState()}.
+// fabric.save gathers every rank's states into the checkpoint; fabric.load
+// gives each rank its own back (a job of another size keeps its generators,
+// with a note on rank 0): dropout and random draws continue exactly.
+struct RandomState {};
+
 class StateEntry {
  public:
   using Target = std::variant<std::shared_ptr<torch::nn::Module>, torch::optim::Optimizer*,
                               torch::Tensor*, int64_t*, int32_t*, double*, float*, bool*,
-                              std::string*>;
+                              std::string*, torch::optim::LRScheduler*, detail::StatefulEntry*,
+                              RandomState>;
 
   template <class M>
   StateEntry(std::string name, torch::nn::ModuleHolder<M>& module)
@@ -119,11 +127,20 @@ class StateEntry {
   StateEntry(std::string name, float& value) : name_(std::move(name)), target_(&value) {}
   StateEntry(std::string name, bool& value) : name_(std::move(name)), target_(&value) {}
   StateEntry(std::string name, std::string& value) : name_(std::move(name)), target_(&value) {}
+  // A learning-rate schedule (StepLR...): how many steps it has taken. The
+  // learning rates themselves are the optimizer's, saved with it.
+  StateEntry(std::string name, torch::optim::LRScheduler& scheduler)
+      : name_(std::move(name)), target_(&scheduler) {}
+  // A fabric::DataLoader (`*loader`): its epoch and its place in it; the
+  // next pass after fabric.load continues the saved one.
+  StateEntry(std::string name, detail::StatefulEntry& object) : name_(std::move(name)), target_(&object) {}
+  StateEntry(std::string name, RandomState) : name_(std::move(name)), target_(RandomState()) {}
 
   const std::string& name() const noexcept { return name_; }
   const Target& target() const noexcept { return target_; }
   // "module", "optimizer", "tensor", "int64", "int32", "double", "float",
-  // "bool" or "string": what the checkpoint records for this entry.
+  // "bool", "string", "scheduler", "loader" or "random_state": what the
+  // checkpoint records for this entry.
   const char* kind() const noexcept;
 
  private:
@@ -581,6 +598,12 @@ class Fabric {
     const torch::nn::Module* module = &model;
     return NoBackwardSync(checked_state_for_no_sync(module), module, enabled);
   }
+
+  // How many backward passes of this process synchronized gradients across
+  // ranks (0 with one process): a loop that accumulates over k micro-batches
+  // under no_backward_sync counts one per optimizer step, not k. For
+  // benchmarks and tests.
+  uint64_t gradient_synchronizations() const;
 
   // Clips the gradients of `model`'s parameters, either by total norm
   // (`max_norm`, as torch::nn::utils::clip_grad_norm_) or elementwise to

@@ -79,6 +79,7 @@ class Tensor : public TensorBase {
 };
 Tensor operator+(const Tensor& a, const Tensor& b);
 Tensor operator*(const Tensor& a, double b);
+Tensor operator/(const Tensor& a, double b);
 }  // namespace at
 
 namespace torch {
