@@ -67,7 +67,10 @@ Rule makeCheckpointRule(const FabricOptions&) {
                            "data, all-reduce the value first (`value = fabric.all_reduce(value, "
                            "fabric::ReduceOp::Mean);`) and call fabric.save on every rank")),
               makeRule(callExpr(call("::torch::save"), hasArgument(0, isTrainingState())), changeTo(node("call"), save),
-                       cat("rank 0 writes the checkpoint, atomically; every rank calls")),
+                       cat("rank 0 writes the checkpoint, atomically; every rank calls. It holds what the "
+                           "original saved; for a resume that continues exactly (the loader's place, every "
+                           "rank's random generators, the schedulers, the step counters) save a fabric::State "
+                           "instead: docs/runtime.md, \"Exact resume\"")),
               // Data (a tensor cache every rank reads back): written once, by
               // rank 0, before any rank reads it; where the function gets no
               // Fabric, every rank writing the same bytes is left as it is.

@@ -724,6 +724,11 @@ auto Fabric::setup_dataloader(Dataset dataset, torch::data::DataLoaderOptions op
     // global RNG in the same order as the unmigrated program.
     sampler = std::make_shared<Sampler>(*size);
   } else if constexpr (std::is_same<BatchRequest, std::vector<size_t>>::value) {
+    // Constructed and dropped, so that every process draws from the global
+    // generator what the unmigrated program draws here (RandomSampler's
+    // first permutation): what the program draws next (the model's initial
+    // weights, a test set) is then the same as in the original run.
+    { Sampler draws_as_the_original_does(*size); }
     distributed_sampler = detail::make_distributed_sampler<Sampler>(
         *size, static_cast<size_t>(world_size()), static_cast<size_t>(global_rank()),
         backward_pass_counter());
