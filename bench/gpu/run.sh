@@ -9,8 +9,9 @@
 # Phases: 1 build the runtime alone (-DFABRIC_BUILD_TOOL=OFF, NCCL on a CUDA
 # LibTorch); 2 build test/gpu and the bench programs with find_package(Fabric);
 # 3 run the CUDA test subset; 4 run the transformer LM (single-device C++,
-# migrated C++ under the runtime, Python under Lightning Fabric) in 32-true
-# and bf16-mixed and print steps/s, ratios and peak GPU memory.
+# migrated C++ under the runtime, Python under Lightning Fabric) in 32-true,
+# bf16-mixed and 16-mixed (float16 autocast with the loss scaler) and print
+# steps/s, ratios and peak GPU memory.
 #
 # Environment: BUILD_DIR (default build-gpu, build-gpu-cpu for --cpu),
 # FABRIC_BUILD (an existing runtime build dir: phase 1 is skipped), JOBS,
@@ -179,13 +180,17 @@ run_one() {  # run_one LABEL COMMAND...: runs it (a failure stops the script), k
 }
 field() { sed -n "s/.* $2=\([^ ]*\).*/\1/p" <<<"$1"; }
 
-for precision in 32-true bf16-mixed; do
+for precision in 32-true bf16-mixed 16-mixed; do
   if [[ $precision == 32-true ]]; then
     run_one "cpp-single/$precision" "$BUILD_DIR/bench/transformer_lm_gpu" "${SIZES[@]}"
   fi
   run_one "cpp-fabric/$precision" env LT_PRECISION=$precision "$BUILD_DIR/bench/lm_fabric" "${SIZES[@]}"
   if [[ ${#LIGHTNING[@]} -gt 0 && $precision != 32-true ]]; then
     echo "--- python/$precision: skipped (needs Lightning)"
+    continue
+  fi
+  if [[ $MODE == cpu && $precision == 16-mixed ]]; then
+    echo "--- python/$precision: skipped on CPU (Lightning refuses float16 autocast there)"
     continue
   fi
   run_one "python/$precision" "$PYTHON" "$ROOT/bench/gpu/lightning_lm.py" "${LIGHTNING[@]}" \
@@ -205,7 +210,7 @@ for line in "${RESULTS[@]}"; do
     "$(field "$line" final_loss)"
 done
 echo
-for precision in 32-true bf16-mixed; do
+for precision in 32-true bf16-mixed 16-mixed; do
   c=${RATE[cpp-fabric/$precision]:-}; p=${RATE[python/$precision]:-}
   if [[ -n "$c" && -n "$p" ]]; then
     awk -v c="$c" -v p="$p" -v cm="${MEM[cpp-fabric/$precision]}" -v pm="${MEM[python/$precision]}" \
