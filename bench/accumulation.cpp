@@ -14,25 +14,13 @@
 // same parameters.
 #include <fabric/fabric.h>
 
+#include "deep_mlp.h"
+
 #include <algorithm>
 #include <chrono>
 #include <string>
 
 namespace {
-
-struct DeepMlpImpl : torch::nn::Module {
-  DeepMlpImpl(int64_t width, int layers) {
-    for (int i = 0; i < layers; ++i) {
-      linears.push_back(register_module("linear" + std::to_string(i), torch::nn::Linear(width, width)));
-    }
-  }
-  torch::Tensor forward(torch::Tensor x) {
-    for (auto& linear : linears) x = torch::relu(linear(x));
-    return x;
-  }
-  std::vector<torch::nn::Linear> linears;
-};
-TORCH_MODULE(DeepMlp);
 
 struct Measured {
   double step_ms = 0;

@@ -345,6 +345,19 @@ ASTEdit standaloneEdit(ASTEdit edit) {
   });
 }
 
+Edit statementBefore(const Stmt& before, const std::string& statement, const SourceManager& sm) {
+  SourceLocation at = sm.getExpansionLoc(before.getBeginLoc());
+  auto [file, offset] = sm.getDecomposedLoc(at);
+  llvm::StringRef text = sm.getBufferData(file);
+  size_t lineStart = offset == 0 ? 0 : text.rfind('\n', offset - 1);
+  lineStart = lineStart == llvm::StringRef::npos ? 0 : lineStart + 1;
+  const bool ownLine = offset == 0 || text.slice(lineStart, offset).trim().empty();
+  Edit edit;
+  edit.Range = CharSourceRange::getCharRange(at, at);
+  edit.Replacement = ownLine ? statement + "\n" + indentationAt(at, sm) : statement + " ";
+  return edit;
+}
+
 ASTEdit removeStatement(std::string id) { return changeTo(statement(std::move(id)), cat("")); }
 
 static bool isInteger(const std::string& text) {

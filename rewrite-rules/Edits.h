@@ -69,6 +69,13 @@ clang::transformer::ASTEdit optionalEdit(clang::transformer::ASTEdit edit);
 // helper becomes a plain forward whether or not the helper is migrated).
 clang::transformer::ASTEdit standaloneEdit(clang::transformer::ASTEdit edit);
 
+// Inserts `statement` (one C++ statement, with its `;`) before `before`, a
+// statement of a block: on a line of its own, indented like it; or in front
+// of it, on its line, when `before` shares its line with what precedes it
+// (`for (...) { x; }`).
+clang::transformer::Edit statementBefore(const clang::Stmt& before, const std::string& statement,
+                                         const clang::SourceManager& sm);
+
 // Removes a whole statement; the engine also removes its line when nothing
 // else is on it.
 clang::transformer::ASTEdit removeStatement(std::string id);

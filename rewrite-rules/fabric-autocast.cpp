@@ -191,20 +191,10 @@ EditGenerator openScopeBeforeStatement() {
     AutocastPlan plan = planFor(*forward, *result.Context);
     auto place = plan.opensBefore.find(forward);
     if (place == plan.opensBefore.end()) return llvm::SmallVector<Edit, 1>();
-    const SourceManager& sm = *result.SourceManager;
-    SourceLocation at = sm.getExpansionLoc(place->second->getBeginLoc());
-    auto [file, offset] = sm.getDecomposedLoc(at);
-    llvm::StringRef text = sm.getBufferData(file);
-    size_t lineStart = text.rfind('\n', offset == 0 ? 0 : offset - 1);
-    lineStart = lineStart == llvm::StringRef::npos ? 0 : lineStart + 1;
-    const bool ownLine = offset == 0 || text.slice(lineStart, offset).trim().empty();
     // Worth a Fabric only where the function has or gets one anyway: a
-    // program that only runs a model gets none for this, and a helper
-    // without one runs in the scope its caller opens for it.
+    // helper without one runs in the scope its caller opens for it.
     std::string statement = "auto " + plan.guardName + " = " + edits::fabricNameWhereMigrated(result) + ".autocast();";
-    Edit edit;
-    edit.Range = CharSourceRange::getCharRange(at, at);
-    edit.Replacement = ownLine ? statement + "\n" + edits::indentationAt(at, sm) : statement + " ";
+    Edit edit = edits::statementBefore(*place->second, statement, *result.SourceManager);
     return llvm::SmallVector<Edit, 1>{edit};
   };
 }

@@ -304,14 +304,9 @@ EditGenerator openNoSyncBeforeStatement() {
     const auto* backward = result.Nodes.getNodeAs<Expr>("backward");
     auto accumulation = accumulationAt(*backward, *result.Context);
     if (!accumulation || !accumulation->problem.empty()) return llvm::SmallVector<Edit, 1>();
-    const SourceManager& sm = *result.SourceManager;
-    SourceLocation at = sm.getExpansionLoc(accumulation->before->getBeginLoc());
     std::string statement = "auto no_sync = " + edits::fabricNameAt(result) + ".no_backward_sync(" +
                             accumulation->model + ", " + accumulation->accumulating + ");";
-    Edit edit;
-    edit.Range = CharSourceRange::getCharRange(at, at);
-    edit.Replacement = statement + "\n" + edits::indentationAt(at, sm);
-    return llvm::SmallVector<Edit, 1>{edit};
+    return llvm::SmallVector<Edit, 1>{edits::statementBefore(*accumulation->before, statement, *result.SourceManager)};
   };
 }
 
