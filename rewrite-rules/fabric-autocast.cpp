@@ -42,7 +42,8 @@ bool isModuleCode(const FunctionDecl& function, ASTContext& context) {
 }
 
 // A call of a helper of the program's that is handed a module and runs it:
-// `evaluate(model, loader)`. Its caller opens the scope for it; a helper
+// `evaluate(model, loader)`, or `evaluator.run(loader)` on an object that
+// holds the model. Its caller opens the scope for it; a helper
 // that trains (it runs a backward pass, so it gets a Fabric) opens its own.
 // A helper defined in another file counts when it is also handed data to
 // run the module on (a tensor or a loader), not for `make_optimizer(model)`.
@@ -55,6 +56,10 @@ bool callsModuleHelper(const CallExpr& call, ASTContext& context) {
            .empty())
     return false;
   bool handedModule = false, handedData = false;
+  // A method of a class that holds the model (an Evaluator) runs its own.
+  if (const auto* method = dyn_cast<CXXMethodDecl>(callee))
+    for (const FieldDecl* field : method->getParent()->fields())
+      handedModule = handedModule || isModuleType(field->getType().getNonReferenceType());
   auto data = qualType(anyOf(recordTypeOf(tensorClass()), loaderType()));
   for (const ParmVarDecl* parameter : callee->parameters()) {
     handedModule = handedModule || isModuleType(parameter->getType().getNonReferenceType());

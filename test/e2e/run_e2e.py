@@ -38,6 +38,7 @@ A manifest (--manifest, JSON: {program: {...}}) states per program what the
 migration must report and how 2 processes end:
   "findings": rule ids fabricize must report (no other finding may appear),
   "errors": rule ids of error-level findings allowed (default none),
+  "edits": rule ids the migration must have applied (an edit of each),
   "two_ranks": "in_sync" (default), "unused_parameters": some steps leave
       parameters without a gradient, so the 2-rank job must end within
       DIVERGE_LIMIT_S naming them and ddp_find_unused_parameters_true, and
@@ -389,6 +390,11 @@ def check_findings(args, name, expect):
     unexpected = sorted(set(errors) - set(expect.get("errors", [])))
     if unexpected:
         fail(f"{name}: error-level findings {unexpected}: training code left without the Fabric")
+    # Rules the migration must have applied (an edit of each).
+    edited = {e["rule"] for f in report["files"] for e in f.get("edits", [])}
+    missing = sorted(set(expect.get("edits", [])) - edited)
+    if missing:
+        fail(f"{name}: the migration made no edit of {missing}, which the manifest expects")
 
 
 STEP_COUNTER = re.compile(r"\b(?:step|iter|iteration|batch)\s*[:=#]?\s*(\d+)\b", re.I)

@@ -40,6 +40,23 @@ void train_step(Net& model, torch::optim::Optimizer& optimizer, const torch::Ten
   optimizer.step();
 }
 
+// A class that holds the model and evaluates it (no optimizer, so no Fabric
+// of its own): the scope opens where it is called.
+// NOT: {{^}}struct Evaluator {
+// NOT-NOT: {{^ *auto (fabric_)?autocast = }}
+struct Evaluator {
+  explicit Evaluator(Net model) : model_(model) {}
+  double run(const torch::Tensor& x) { return model_->forward(x).sum().item<double>(); }
+  Net model_;
+};
+// NOT: {{^}}};
+// CHECK: {{^}}void report(fabric::Fabric& fabric, Evaluator& evaluator, const torch::Tensor& x) {
+// CHECK-NEXT: {{^}}  auto autocast = fabric.autocast();
+// CHECK-NEXT: {{^}}  fabric.print() << evaluator.run(x) << std::endl;
+void report(Evaluator& evaluator, const torch::Tensor& x) {
+  std::cout << evaluator.run(x) << std::endl;
+}
+
 // Declared here, defined elsewhere: handed the model and data, it runs it.
 double validate(Net& model, const torch::Tensor& x);
 // Handed the model only: it does not run it.
@@ -128,6 +145,8 @@ int main() {
   auto copy = [model, x]() mutable { return model->forward(x); };
   closure();
   copy();
+  Evaluator evaluator(model);
+  report(evaluator, x);
   log_predictions(model, x);
   one_line(model, x);
   by_case(model, x);
