@@ -1,9 +1,9 @@
 // bench/gpu/transformer_lm_gpu.cpp after fabricize (written by hand exactly
 // as the tool emits it: Fabric at the top of main, launch(), setup() after the
 // optimizer, a Fabric data loader, no device moves, fabric.backward, rank-0
-// output), plus the one line a person adds for mixed precision: the
-// fabric.autocast() guard around forward and loss. The precision comes from
-// LT_PRECISION (Lightning's variable), e.g. LT_PRECISION=bf16-mixed.
+// output, and the fabric.autocast() scope before the forward that rule
+// fabric-autocast writes). The precision comes from LT_PRECISION
+// (Lightning's variable), e.g. LT_PRECISION=bf16-mixed.
 //
 //   lm_fabric [vocab dim heads layers seq batch steps warmup]
 #include <fabric/fabric.h>
@@ -72,14 +72,11 @@ int main(int argc, char** argv) {
       auto input = batch_data.data;
       auto target = batch_data.target;
       optimizer.zero_grad();
-      torch::Tensor loss;
-      {
-        auto autocast = fabric.autocast();
-        auto output = model->forward(input);
-        loss = torch::nll_loss(output, target.view(-1));
-      }
+      auto autocast = fabric.autocast();
+      auto output = model->forward(input);
+      auto loss = torch::nll_loss(output, target.view(-1));
       fabric.backward(loss);
-      optimizer.step();
+      fabric.step(optimizer);
       if (++step == steps + warmup) {
         last_loss = loss.item<double>();  // waits for the GPU
         break;
