@@ -154,6 +154,17 @@ std::string restate(const Expr& condition, SourceLocation backwardAt, const std:
   return restated;
 }
 
+// Whether `condition` counts passes: a `%` in it, or in the initialiser of
+// a flag it reads (`const bool sync = i % k == 0;`).
+bool countsPasses(const Expr& condition, ASTContext& context) {
+  auto modulo = binaryOperator(hasOperatorName("%"));
+  if (!ast_matchers::match(expr(anyOf(modulo, hasDescendant(modulo))), condition, context).empty()) return true;
+  const auto* flag = dyn_cast<DeclRefExpr>(condition.IgnoreParenImpCasts());
+  const auto* var = flag ? dyn_cast<VarDecl>(flag->getDecl()) : nullptr;
+  return var && var->getInit() &&
+         !ast_matchers::match(expr(anyOf(modulo, hasDescendant(modulo))), *var->getInit(), context).empty();
+}
+
 // `!(<c>)`, or `a != b` for a condition `a == b`.
 std::string negated(const Expr& condition, const std::string& restated) {
   const auto* binary = dyn_cast<BinaryOperator>(condition.IgnoreParenImpCasts());
@@ -253,6 +264,9 @@ std::optional<Accumulation> accumulationAt(const Expr& backward, ASTContext& con
         if (const auto* i = dyn_cast<IfStmt>(p))
           if (!contains(*i, backward, sm) && contains(*i->getThen(), *step, sm)) decides = i;
       if (!decides) return std::nullopt;  // it steps after every backward
+      // Accumulation counts passes: a step decided without a modulo (a loss
+      // that is not NaN, a flag set from one) is something else.
+      if (!countsPasses(*decides->getCond(), context)) return std::nullopt;
       if (!sm.isBeforeInTranslationUnit(backward.getBeginLoc(), decides->getBeginLoc())) return std::nullopt;
       std::vector<const Stmt*> between;
       bool after = false;
