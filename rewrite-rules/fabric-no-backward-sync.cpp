@@ -298,12 +298,6 @@ std::optional<Accumulation> accumulationAt(const Expr& backward, ASTContext& con
   return std::nullopt;
 }
 
-StatementMatcher backwardPass() {
-  return callExpr(anyOf(cxxMemberCallExpr(callee(cxxMethodDecl(hasName("backward"), ofClass(tensorClass())))),
-                        cxxMemberCallExpr(callee(cxxMethodDecl(hasName("backward"), ofClass(fabricClass())))),
-                        callExpr(callee(functionDecl(hasName("::torch::autograd::backward"))))));
-}
-
 AST_MATCHER(Expr, accumulatesWritably) {
   auto a = accumulationAt(Node, Finder->getASTContext());
   return a && a->problem.empty();
@@ -336,7 +330,7 @@ Stencil problemOf() {
 }  // namespace
 
 Rule makeNoBackwardSyncRule(const FabricOptions&) {
-  auto backward = expr(backwardPass(), inFabricScope());
+  auto backward = expr(backwardCall(), inFabricScope());
   return {"fabric-no-backward-sync", "+",
           "Gradient accumulation (a step every k backward passes: a counter modulo k, a loop over "
           "micro-batches, a flag): `auto no_sync = fabric.no_backward_sync(model, <this pass does not step>);` "
