@@ -644,6 +644,15 @@ void JobMonitor::stop_because_of_other_rank(c10d::Store& store) {
                              who + " " + reason);
   if (config_.rank == 0) store.set(kRankZeroStopping, string_to_bytes("1"));
   store.add(kAcks, 1);
+  if (config_.rank == 0) {
+    // Rank 0 serves the store and may supervise the others: its exit stops
+    // them. A rank that is still about to say its line (it found the same
+    // divergence and lost the claim to report it) gets to say it first.
+    const auto deadline = Clock::now() + kAckWait;
+    while (store.add(kAcks, 0) < config_.world_size - 1 && Clock::now() < deadline) {
+      std::this_thread::sleep_for(20ms);
+    }
+  }
   // Rank 0 (which may supervise this process) learns it first, so that it
   // does not report this exit as a failure of its own.
   try {
