@@ -13,24 +13,13 @@ bool isPlainOptionValue(const std::string& value) {
 }
 
 std::vector<Rule> buildCatalogue(const FabricOptions& options) {
-  // Order matters only for insertions at one place: the Fabric is
-  // constructed before it is launched.
-  return {
-      makeInsertFabricRule(options),   makeLaunchRule(options),
-      makeSetupRule(options),          makeSetupDataLoaderRule(options),
-      makeBatchToDeviceRule(options),
-      makeCudaGuardRule(options),      makeDeviceMoveRule(options),
-      makeDeviceVariableRule(options), makeBackwardRule(options),
-      makeStepRule(options),           makeAutocastRule(options),
-      makeNoBackwardSyncRule(options),
-      makeRankZeroPrintRule(options),  makeRankZeroFileRule(options),
-      makeCheckpointRule(options),     makeReduceMetricRule(options),
-      makePerRankMetricRule(options),
-      makeDataParallelRule(options),   makeThreadFabricRule(options),
-      makeHardcodedDeviceRule(options),
-      makeCudaRuntimeRule(options),    makeManualAllReduceRule(options),
-      makeDivergentExitRule(options),  makeOwnDataLoaderRule(options),
-  };
+  std::vector<Rule> catalogue;
+#define FABRIC_RULE(factory) catalogue.push_back(factory());
+#define FABRIC_RULE_WITH_OPTIONS(factory) catalogue.push_back(factory(options));
+#include "Rules.def"
+#undef FABRIC_RULE
+#undef FABRIC_RULE_WITH_OPTIONS
+  return catalogue;
 }
 
 }  // namespace fabricize

@@ -206,7 +206,7 @@ EditGenerator openScopeBeforeStatement() {
 
 }  // namespace
 
-Rule makeAutocastRule(const FabricOptions&) {
+Rule makeAutocastRule() {
   auto forward = expr(anyOf(forwardCall(), callExpr(isModuleHelperCall())), inFabricScope());
   return {"fabric-autocast", "+",
           "Open `auto autocast = fabric.autocast();` before the first forward of each block (model->forward(x), "

@@ -8,7 +8,7 @@ namespace fabricize {
 using namespace clang::transformer;
 using namespace match;
 
-Rule makeBackwardRule(const FabricOptions&) {
+Rule makeBackwardRule() {
   auto tensorBackward =
       cxxMemberCallExpr(callee(cxxMethodDecl(hasName("backward"), ofClass(tensorClass()))),
                         on(expr().bind("loss")));

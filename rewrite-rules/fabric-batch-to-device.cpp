@@ -106,7 +106,7 @@ EditGenerator addOverload() {
 
 }  // namespace
 
-Rule makeBatchToDeviceRule(const FabricOptions&) {
+Rule makeBatchToDeviceRule() {
   // A class of the user's that holds tensors directly, and no overload yet.
   auto userBatch = cxxRecordDecl(isDefinition(), unless(isImplicit()), unless(isLambda()),
                                  unless(isExpansionInSystemHeader()),

@@ -23,7 +23,7 @@ AST_MATCHER(clang::Expr, isPerRankValue) { return metrics::isPerRankValue(Node, 
 
 }  // namespace
 
-Rule makeCheckpointRule(const FabricOptions&) {
+Rule makeCheckpointRule() {
   auto call = [](llvm::StringRef function) {
     return callExpr(callee(functionDecl(hasName(function))), argumentCountIs(2),
                     hasArgument(0, expr().bind("value")), hasArgument(1, expr().bind("path")),

@@ -10,7 +10,7 @@ namespace fabricize {
 using namespace clang::transformer;
 using namespace match;
 
-Rule makeCudaGuardRule(const FabricOptions&) {
+Rule makeCudaGuardRule() {
   auto batchVar = ignoringParenImpCasts(declRefExpr(to(varDecl().bind("guardVar"))));
   auto sameVar = ignoringParenImpCasts(declRefExpr(to(varDecl(equalsBoundNode("guardVar")))));
   // `data = data.cuda();` where data came from the loader.

@@ -9,7 +9,7 @@ namespace fabricize {
 using namespace clang::transformer;
 using namespace match;
 
-Rule makeCudaRuntimeRule(const FabricOptions&) {
+Rule makeCudaRuntimeRule() {
   auto cudaRuntime = functionDecl(hasAnyName(
       "::cudaSetDevice", "::cudaStreamCreate", "::cudaStreamCreateWithFlags",
       "::cudaStreamCreateWithPriority", "::c10::cuda::set_device", "::c10::cuda::getStreamFromPool",

@@ -32,7 +32,7 @@ Stencil arrowOn(std::string id) {
 
 }  // namespace
 
-Rule makeDataParallelRule(const FabricOptions&) {
+Rule makeDataParallelRule() {
   auto dataParallel =
       callExpr(callee(functionDecl(hasName("::torch::nn::parallel::data_parallel"))),
                hasArgument(0, expr().bind("module")), hasArgument(1, expr().bind("input")),

@@ -52,7 +52,7 @@ auto deviceAgnostic() {
 
 }  // namespace
 
-Rule makeDeviceMoveRule(const FabricOptions&) {
+Rule makeDeviceMoveRule() {
   // A device with a fixed index other than 0 is a person's decision
   // (fabric-hardcoded-device reports it).
   auto fixedIndex = hasArgument(0, expr(anyOf(ignoringImplicit(indexedDevice()), hasDescendant(indexedDevice()))));

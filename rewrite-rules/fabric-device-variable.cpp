@@ -64,7 +64,7 @@ bool isUnused(const MatchFinder::MatchResult& result) {
 
 }  // namespace
 
-Rule makeDeviceVariableRule(const FabricOptions&) {
+Rule makeDeviceVariableRule() {
   auto deviceVar =
       varDecl(hasType(recordNamed("::c10::Device")), hasInitializer(expr().bind("init")),
               unless(hasInitializer(spelledAs(fabricDeviceCall()))),

@@ -23,7 +23,7 @@ AST_MATCHER(Expr, perRankCondition) { return metrics::isPerRankValue(Node, Finde
 
 }  // namespace
 
-Rule makeDivergentExitRule(const FabricOptions&) {
+Rule makeDivergentExitRule() {
   auto inTrainingLoop = hasAncestor(trainingLoop());
   auto exit = stmt(anyOf(breakStmt(), continueStmt(), returnStmt()),
                    hasAncestor(ifStmt(hasCondition(expr(perRankCondition()).bind("condition")), inTrainingLoop)),

@@ -13,7 +13,7 @@ using namespace clang::transformer;
 using namespace match;
 
 
-Rule makeHardcodedDeviceRule(const FabricOptions&) {
+Rule makeHardcodedDeviceRule() {
   auto indexed = expr(indexedDevice());
   return {"fabric-hardcoded-device", "+",
           "Report devices with a hard-coded index other than 0 (\"cuda:1\", "

@@ -8,7 +8,7 @@ namespace fabricize {
 using namespace clang::transformer;
 using namespace match;
 
-Rule makeLaunchRule(const FabricOptions&) {
+Rule makeLaunchRule() {
   auto launchCall = cxxMemberCallExpr(callee(cxxMethodDecl(hasName("launch"), ofClass(fabricClass()))));
   // main as fabric-insert leaves it: the launch goes right after the
   // construction that rule inserts at the same place.

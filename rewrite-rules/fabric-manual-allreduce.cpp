@@ -9,7 +9,7 @@ namespace fabricize {
 using namespace clang::transformer;
 using namespace match;
 
-Rule makeManualAllReduceRule(const FabricOptions&) {
+Rule makeManualAllReduceRule() {
   auto mpi = callExpr(callee(functionDecl(hasName("::MPI_Allreduce"))));
   auto processGroup = cxxMemberCallExpr(callee(cxxMethodDecl(
       hasAnyName("allreduce", "allreduce_coalesced"),

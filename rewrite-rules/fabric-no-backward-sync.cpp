@@ -329,7 +329,7 @@ Stencil problemOf() {
 
 }  // namespace
 
-Rule makeNoBackwardSyncRule(const FabricOptions&) {
+Rule makeNoBackwardSyncRule() {
   auto backward = expr(backwardCall(), inFabricScope());
   return {"fabric-no-backward-sync", "+",
           "Gradient accumulation (a step every k backward passes: a counter modulo k, a loop over "

@@ -11,7 +11,7 @@ namespace fabricize {
 using namespace clang::transformer;
 using namespace match;
 
-Rule makeOwnDataLoaderRule(const FabricOptions&) {
+Rule makeOwnDataLoaderRule() {
   // The innermost loop around a backward pass, not inside a loop over a
   // loader, and not reading batches through a loader's iterator (in the loop,
   // or in a function it calls: a trainer's next_batch()).

@@ -41,7 +41,7 @@ Stencil explainObjects() {
 
 }  // namespace
 
-Rule makePerRankMetricRule(const FabricOptions&) {
+Rule makePerRankMetricRule() {
   auto loop = cxxForRangeStmt(loaderLoop(), feedsPerRankObjects(),
                               hasAncestor(functionDecl(hasBody(compoundStmt())).bind("function")))
                   .bind("loop");

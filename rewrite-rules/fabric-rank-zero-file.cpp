@@ -59,7 +59,7 @@ AST_MATCHER(clang::FunctionDecl, isVendoredFileWriter) {
 
 }  // namespace
 
-Rule makeRankZeroFileRule(const FabricOptions&) {
+Rule makeRankZeroFileRule() {
   // `std::ofstream log(path[, mode])`, also as a member initialiser
   // `log_(config.log_path)`. The copy/move constructor (one argument of the
   // stream's own type) is not an open.

@@ -42,7 +42,7 @@ EditGenerator passRankZeroStream() {
 
 }  // namespace
 
-Rule makeRankZeroPrintRule(const FabricOptions&) {
+Rule makeRankZeroPrintRule() {
   // A default argument (`void dump(std::ostream& out = std::cout)`) is not a
   // print: it is a declaration, where no Fabric is in scope; the print is
   // the call that uses it, in its caller.

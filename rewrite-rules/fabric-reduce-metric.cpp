@@ -64,7 +64,7 @@ Stencil explainSums() {
 
 }  // namespace
 
-Rule makeReduceMetricRule(const FabricOptions&) {
+Rule makeReduceMetricRule() {
   auto loaderLoop = cxxForRangeStmt(hasRangeInit(ignoringParenImpCasts(expr(hasType(loaderType())))),
                                     hasAncestor(functionDecl(hasBody(compoundStmt())).bind("function")));
   return {"fabric-reduce-metric", "+",

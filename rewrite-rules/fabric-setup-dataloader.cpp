@@ -60,7 +60,7 @@ RangeSelector loaderSamplerArgument(std::string id) {
 
 }  // namespace
 
-Rule makeSetupDataLoaderRule(const FabricOptions&) {
+Rule makeSetupDataLoaderRule() {
   auto makeDataLoader =
       callExpr(callee(functionDecl(hasName("::torch::data::make_data_loader"))),
                callee(expr(ignoringImplicit(declRefExpr().bind("callee")))),

@@ -310,7 +310,7 @@ AST_MATCHER(Stmt, createsOptimizer) {
 
 }  // namespace
 
-Rule makeSetupRule(const FabricOptions&) {
+Rule makeSetupRule() {
   auto creation = stmt(optimizerCreationCandidate(), inFabricScope(), createsOptimizer()).bind("creation");
   auto memberCreation =
       cxxConstructorDecl(isDefinition(), hasAnyConstructorInitializer(cxxCtorInitializer(

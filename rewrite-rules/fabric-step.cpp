@@ -12,7 +12,7 @@ namespace fabricize {
 using namespace clang::transformer;
 using namespace match;
 
-Rule makeStepRule(const FabricOptions&) {
+Rule makeStepRule() {
   auto stepCall = cxxMemberCallExpr(
       callee(cxxMethodDecl(hasName("step"),
                            ofClass(cxxRecordDecl(isSameOrDerivedFrom("::torch::optim::Optimizer"))))),

@@ -210,7 +210,7 @@ AST_MATCHER(DeclRefExpr, isCalleeOfCall) {
 
 }  // namespace
 
-Rule makeThreadFabricRule(const FabricOptions&) {
+Rule makeThreadFabricRule() {
   auto ctor = cxxConstructorDecl(ofClass(classNeedingFabric()), unless(isImplicit()),
                                  unless(isCopyConstructor()), unless(isMoveConstructor()),
                                  unless(isDeleted()))

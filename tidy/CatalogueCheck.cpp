@@ -1,8 +1,7 @@
 #include "CatalogueCheck.h"
 
-#include "Edits.h"
 #include "FabricInclude.h"
-#include "Matchers.h"
+#include "MatchRecording.h"
 #include "Project.h"
 #include "Threading.h"
 
@@ -40,8 +39,6 @@ constexpr size_t kIncludeKey = 0;
 
 size_t serialOf(size_t key) { return key & kSerialMask; }
 
-// The rule that threads the Fabric into functions and classes (Threading.h).
-constexpr const char* kThreadingRuleId = "fabric-thread-fabric";
 
 
 }  // namespace
@@ -215,20 +212,9 @@ class Session {
     std::vector<threading::MatchNeeds> needs;
     for (const Recorded& record : records_) needs.push_back(record.needs);
     // One TU: the whole program when it holds main (Threading.h).
-    std::vector<threading::Verdict> verdicts = threading::resolve(needs, definesMain_);
+    std::vector<threading::Verdict> verdicts = resolveMatches(needs, definesMain_, threadingEnabled_);
     for (size_t i = 0; i < records_.size(); ++i) {
       Recorded& record = records_[i];
-      if (verdicts[i].applied && !threadingEnabled_) {
-        for (const threading::Need& need : record.needs.needs) {
-          verdicts[i].applied = false;
-          if (need.uses && !verdicts[i].report) {
-            verdicts[i].report = true;
-            verdicts[i].reason = "`" + need.name + "` needs the Fabric passed in, which check " +
-                                 std::string(kThreadingRuleId) + " does";
-          }
-        }
-        if (threading::isThreadingEdit(record.needs)) verdicts[i] = threading::Verdict{false, false, "", false};
-      }
       if (verdicts[i].applied) continue;
       record.edits.clear();
       if (!verdicts[i].report) {
@@ -454,87 +440,25 @@ void CatalogueCheck::onStartOfTranslationUnit() {
   recorded_.clear();
 }
 
-// The same decisions as the engine's callback (tool/Engine.cpp): nothing in
-// system headers, nothing edited inside a macro expansion, no-op edits are
-// findings for a person, and diagnostic rules never carry a fix. A match of
-// the fact collector (`factsOnly`) feeds the threading analysis and is never
-// shown.
-size_t recordMatch(const Rule& ruleEntry, size_t ruleIndex, Session& session,
-                   const MatchFinder::MatchResult& result, bool factsOnly) {
-  const SourceManager& sm = *result.SourceManager;
-  const auto& rule = ruleEntry.rule;
-  size_t caseIndex = transformer::detail::findSelectedCase(result, rule);
-  std::string explanation;
-  if (llvm::Error error = rule.Metadata[caseIndex]->eval(result, &explanation))
-    explanation = llvm::toString(std::move(error));
-
-  auto root = result.Nodes.getMap().find(transformer::RootID);
-  if (root == result.Nodes.getMap().end()) return Session::noRecord;
-  SourceRange rootRange = root->second.getSourceRange();
-  SourceLocation where = sm.getExpansionLoc(rootRange.getBegin());
-  if (where.isInvalid() || sm.isInSystemHeader(where)) return Session::noRecord;
-
+// A match recorded as the engine records it (tool/MatchRecording.cpp), its
+// edits keyed by which match they came from. A match of the fact collector
+// (`factsOnly`) feeds the threading analysis and is never shown.
+size_t recordMatch(const Rule& rule, size_t ruleIndex, Session& session, const MatchFinder::MatchResult& result,
+                   bool factsOnly) {
+  RecordingScope scope;
+  scope.factsOnly = factsOnly;
+  scope.editKey = [&] { return session.nextKey(ruleIndex); };
+  std::optional<RecordedMatch> recorded = fabricize::recordMatch(rule, ruleIndex, result, scope);
+  if (!recorded) return Session::noRecord;
   Recorded record;
-  record.ruleId = ruleEntry.id;
-  record.loc = where;
-  if (fabricize::match::inMacroExpansion(rootRange, sm)) {
-    if (factsOnly) return Session::noRecord;
-    record.message = "not migrated: the code is inside a macro expansion (" + explanation +
-                     "); migrate it by hand";
-    return session.add(sm, std::move(record));
-  }
-  llvm::Expected<llvm::SmallVector<transformer::Edit, 1>> edits = [&] {
-    threading::NeedRecorder recorder;  // the functions whose Fabric the edits use
-    auto evaluated = rule.Cases[caseIndex].Edits(result);
-    record.needs.needs = std::move(recorder.needs);
-    return evaluated;
-  }();
-  if (!edits) {
-    if (factsOnly) return Session::noRecord;
-    record.message = "internal error: " + llvm::toString(edits.takeError());
-    return session.add(sm, std::move(record));
-  }
-  record.message = explanation;
-  bool reportOnly = false;
-  bool factOnly = factsOnly;
-  std::vector<FileID> includes;
-  for (const transformer::Edit& edit : *edits) {
-    if (const auto* fact = llvm::any_cast<threading::Fact>(&edit.Metadata)) {
-      record.needs.facts.push_back(*fact);
-      if (fact->kind == threading::Fact::Blocks) factOnly = true;
-    }
-    if (factOnly) continue;
-    SourceLocation begin = edit.Range.getBegin();
-    if (!begin.isFileID() || sm.isInSystemHeader(begin)) continue;
-    FileID file = sm.getFileID(begin);
-    if (edit.Kind == transformer::EditKind::AddInclude) {
-      if (ruleEntry.kind != RuleKind::Diagnostic) includes.push_back(file);
-      continue;
-    }
-    unsigned offset = sm.getFileOffset(begin);
-    unsigned end = sm.getFileOffset(edit.Range.getEnd());
-    if ((end == offset && edit.Replacement.empty()) || ruleEntry.kind == RuleKind::Diagnostic) {
-      // A no-op edit marks what a person must look at: the warning goes there.
-      reportOnly = true;
-      record.loc = begin;
-      continue;
-    }
-    TextEdit text;
-    text.offset = offset;
-    text.length = end > offset ? end - offset : 0;
-    text.replacement = edit.Replacement;
-    text.ruleIndex = session.nextKey(ruleIndex);
-    text.ruleId = ruleEntry.id;
-    text.explanation = explanation;
-    record.edits.push_back({file, std::move(text)});
-  }
-  // Code in a function without a Fabric is migrated only if the function
-  // gets one, even where the edit does not name it.
-  edits::addScopeNeed(result, !record.edits.empty(), record.needs);
-  record.hidden = factOnly;
-  size_t index = Session::noRecord;
-  if (!record.edits.empty() || reportOnly || factOnly || !includes.empty()) index = session.add(sm, std::move(record));
-  for (FileID file : includes) session.requestInclude(sm, file, index);
+  record.ruleId = rule.id;
+  record.loc = recorded->where;
+  record.message = std::move(recorded->explanation);
+  for (RecordedMatch::Edit& edit : recorded->edits) record.edits.push_back({edit.file, std::move(edit.text)});
+  record.needs = std::move(recorded->needs);
+  record.hidden = recorded->factOnly;
+  size_t index = session.add(*result.SourceManager, std::move(record));
+  for (FileID file : recorded->includeFiles) session.requestInclude(*result.SourceManager, file, index);
   return index;
 }
 

@@ -1,5 +1,7 @@
 #include "Engine.h"
 
+#include "MatchRecording.h"
+
 #include "Pch.h"
 #include "Preamble.h"
 #include "Edits.h"
@@ -97,8 +99,8 @@ struct PendingMatch {
   bool factOnly = false;  // a Fact for the threading analysis, nothing to show
 };
 
-// One callback per rule: selects the matched case, evaluates its edits and
-// explanation, and records them as file offsets.
+// One callback per rule: records each match (MatchRecording.h) with the
+// paths of its files.
 class RuleCallback : public MatchFinder::MatchCallback {
  public:
   RuleCallback(const Rule& rule, size_t index, const EngineOptions& options, EngineResult& out,
@@ -110,81 +112,32 @@ class RuleCallback : public MatchFinder::MatchCallback {
 
   void run(const MatchFinder::MatchResult& result) override {
     const SourceManager& sm = *result.SourceManager;
-    const auto& rule = rule_.rule;
-    size_t caseIndex = transformer::detail::findSelectedCase(result, rule);
-    std::string explanation;
-    if (llvm::Error error = rule.Metadata[caseIndex]->eval(result, &explanation))
-      explanation = llvm::toString(std::move(error));
-
-    auto root = result.Nodes.getMap().find(transformer::RootID);
-    SourceRange rootRange = root->second.getSourceRange();
-    SourceLocation where = sm.getExpansionLoc(rootRange.getBegin());
-    if (sm.isInSystemHeader(where) || !inProject(sm, where)) return;
-    // Never edit inside a macro expansion: report it instead.
-    if (fabricize::match::inMacroExpansion(rootRange, sm)) {
-      addFinding(sm, where, "not migrated: the code is inside a macro expansion (" +
-                                explanation + "); migrate it by hand");
+    RecordingScope scope;
+    scope.editable = [this](const SourceManager& sm, SourceLocation loc) { return inProject(sm, loc); };
+    scope.reachesLibTorch = unit_.reachesLibTorch;
+    scope.editsNeedFabric = options_.editsNeedFabric;
+    std::optional<RecordedMatch> recorded = recordMatch(rule_, index_, result, scope);
+    if (!recorded) return;
+    if (recorded->skipped) {
+      addFinding(sm, recorded->where, recorded->explanation);
       return;
     }
     PendingMatch pending;
-    llvm::Expected<llvm::SmallVector<transformer::Edit, 1>> edits = [&] {
-      threading::NeedRecorder recorder;  // the functions whose Fabric the edits use
-      auto evaluated = rule.Cases[caseIndex].Edits(result);
-      pending.needs.needs = std::move(recorder.needs);
-      return evaluated;
-    }();
-    if (!edits) {
-      addFinding(sm, where, "internal error: " + llvm::toString(edits.takeError()));
-      return;
-    }
     RuleMatch& match = pending.match;
     match.ruleId = rule_.id;
-    match.file = pathOf(sm, sm.getFileID(where));
-    match.line = sm.getExpansionLineNumber(where);
-    match.column = sm.getExpansionColumnNumber(where);
-    match.explanation = explanation;
-    for (const transformer::Edit& edit : *edits) {
-      if (const auto* fact = llvm::any_cast<threading::Fact>(&edit.Metadata)) {
-        if (fact->kind == threading::Fact::Standalone && !unit_.reachesLibTorch &&
-            edit.Replacement.find("fabric::") != std::string::npos)
-          continue;
-        pending.needs.facts.push_back(*fact);
-        if (fact->kind == threading::Fact::Blocks) pending.factOnly = true;
-      }
-      SourceLocation begin = edit.Range.getBegin();
-      if (!begin.isFileID() || sm.isInSystemHeader(begin) || !inProject(sm, begin)) continue;
-      auto [file, offset] = sm.getDecomposedLoc(begin);
-      file = mainFileOf(sm, file);
-      std::string path = pathOf(sm, file);
-      fileResult(sm, file, path);
-      if (edit.Kind == transformer::EditKind::AddInclude) {
-        pending.includeFiles.push_back(path);
-        continue;
-      }
-      unsigned end = sm.getDecomposedLoc(edit.Range.getEnd()).second;
-      if (end == offset && edit.Replacement.empty()) {  // a noopEdit: report only
-        match.reportOnly = true;
-        match.line = sm.getSpellingLineNumber(begin);
-        match.column = sm.getSpellingColumnNumber(begin);
-        continue;
-      }
-      TextEdit text;
-      text.offset = offset;
-      text.length = end - offset;
-      text.replacement = edit.Replacement;
-      text.ruleIndex = index_;
-      text.ruleId = rule_.id;
-      text.explanation = explanation;
-      text.line = sm.getSpellingLineNumber(begin);
-      text.column = sm.getSpellingColumnNumber(begin);
-      match.edits.push_back(std::move(text));
-      pending.editFiles.push_back(path);
+    match.file = pathOf(sm, sm.getFileID(recorded->where));
+    match.line = sm.getExpansionLineNumber(recorded->where);
+    match.column = sm.getExpansionColumnNumber(recorded->where);
+    match.explanation = std::move(recorded->explanation);
+    match.reportOnly = recorded->reportOnly;
+    for (RecordedMatch::Edit& edit : recorded->edits) {
+      FileID file = mainFileOf(sm, edit.file);
+      pending.editFiles.push_back(fileResult(sm, file));
+      match.edits.push_back(std::move(edit.text));
     }
-    if (match.edits.empty() && !match.reportOnly && pending.includeFiles.empty() && !pending.factOnly)
-      return;
-    // Code in a function without a Fabric is migrated only if the function
-    // gets one, even where the edit does not name it.
-    if (options_.editsNeedFabric) edits::addScopeNeed(result, !match.edits.empty(), pending.needs);
+    for (FileID file : recorded->includeFiles) pending.includeFiles.push_back(fileResult(sm, mainFileOf(sm, file)));
+    pending.needs = std::move(recorded->needs);
+    pending.factOnly = recorded->factOnly;
     pending_.push_back(std::move(pending));
   }
 
@@ -199,10 +152,12 @@ class RuleCallback : public MatchFinder::MatchCallback {
     auto entry = sm.getFileEntryRefForID(file);
     return entry ? realPathOf(*entry) : std::string();
   }
-  FileResult& fileResult(const SourceManager& sm, FileID file, const std::string& path) {
+  // The path of `file`, whose text is kept as parsed.
+  std::string fileResult(const SourceManager& sm, FileID file) {
+    std::string path = pathOf(sm, file);
     auto [it, inserted] = out_.files.try_emplace(path);
     if (inserted) it->second.original = sm.getBufferData(file).str();
-    return it->second;
+    return path;
   }
   void addFinding(const SourceManager& sm, SourceLocation loc, std::string message) {
     loc = sm.getExpansionLoc(loc);
@@ -238,7 +193,7 @@ void finishMatches(std::vector<PendingMatch> pending, EngineResult& out, bool wh
   }
   std::vector<threading::MatchNeeds> needs;
   for (const PendingMatch& p : unique) needs.push_back(p.needs);
-  std::vector<threading::Verdict> verdicts = threading::resolve(needs, wholeProgram);
+  std::vector<threading::Verdict> verdicts = resolveMatches(needs, wholeProgram);
   for (size_t i = 0; i < unique.size(); ++i) {
     PendingMatch& p = unique[i];
     if (p.factOnly) continue;

@@ -39,7 +39,7 @@ LAYERS = [
     ("catalogue", "the rules, one per file, and their matcher/edit helpers",
      ["rewrite-rules/*"]),
     ("engine", "runs the catalogue over translation units (the LibTorch PCH, a document's preamble)",
-     ["tool/Pch", "tool/Preamble", "tool/Engine"]),
+     ["tool/Pch", "tool/Preamble", "tool/MatchRecording", "tool/Engine"]),
     ("inputs and compile commands", "project root, compile database, compiler include folders",
      ["tool/Project", "tool/CMakeFileApi", "tool/QueryDriver", "tool/CompileCommands"]),
     ("front-end services", "engine options, findings of a run, rule selection per file, the Fabric include",
