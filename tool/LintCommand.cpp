@@ -4,6 +4,7 @@
 // anything could not be analysed.
 #include "LintCommand.h"
 
+#include "CommandLine.h"
 #include "CompileCommands.h"
 #include "EditSet.h"
 #include "Engine.h"
@@ -127,26 +128,8 @@ bool collectSources(const std::string& path, std::vector<std::string>& out, std:
   return true;
 }
 
-const char* kUsage =
-    "usage: fabricize lint <files or directories...> [options] [-- <compiler flags>]\n"
-    "  -p <dir>             build directory holding compile_commands.json (no paths: lint all it lists)\n"
-    "  --format <f>         text (default), json, sarif, github\n"
-    "  --output-file <f>    write the report to <f> instead of stdout\n"
-    "  --select <ids>       only these rules (comma list of ids or prefixes)\n"
-    "  --ignore <ids>       not these rules (comma list of ids or prefixes)\n"
-    "  --fix                apply the fix-its of the reported findings in place\n"
-    "  --root <dir>         project root (default: with -p, the CMake source directory its\n"
-    "                       CMakeCache.txt names, else the database's common folder; else the\n"
-    "                       inputs' common directory)\n"
-    "  --verbose            say which files were skipped or analysed\n"
-    "  --no-pch             parse without the cached precompiled LibTorch header\n"
-    "  --pch-cache-size <MiB>  PCH cache limit (default: $FABRICIZE_PCH_CACHE_MB, else 2048)\n"
-    "                       past it the least recently used PCHs are evicted\n"
-    "  --query-driver <globs>  compilers outside /usr/bin, /bin, /usr/local/bin, /usr/lib/ccache\n"
-    "                       that may be run to ask for their include folders (comma list of globs)\n"
-    "  --no-query-driver    never run a compile command's compiler\n"
-    "  -j N                 translation units analysed at once (default: the machine's cores)\n"
-    "Exit: 0 clean, 1 findings, 2 something could not be analysed.\n";
+const char* kUsage = "usage: fabricize lint <files or directories...> [options] [-- <compiler flags>]\n";
+const char* kExitCodes = "Exit: 0 clean, 1 findings, 2 something could not be analysed.\n";
 
 struct Reported {
   LintFinding finding;
@@ -156,84 +139,44 @@ struct Reported {
 }  // namespace
 
 int runLint(int argc, const char** argv) {
-  std::vector<std::string> paths, compilerFlags, cliSelect, cliIgnore;
-  std::string buildPath, format = "text", outputFile, root, jobs, pchCacheSize, queryDriver;
-  bool fix = false, verbose = false, usePch = true, sawDashDash = false, sawSelect = false, sawIgnore = false;
-  DriverQueryOptions query = defaultDriverQuery();
+  std::vector<std::string> paths, cliSelect, cliIgnore;
+  std::string format = "text", outputFile;
+  bool fix = false, sawSelect = false, sawIgnore = false;
+  CommonFlags common;
   auto fail = [](const std::string& message) {
     llvm::errs() << "fabricize lint: error: " << message << "\n";
     return kError;
   };
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    if (sawDashDash) {
-      compilerFlags.push_back(arg);
-      continue;
-    }
-    // --name value and --name=value alike.
-    bool missingValue = false;
-    auto value = [&](const std::string& name, std::string& out) {
-      if (arg == name) {
-        if (i + 1 >= argc) {
-          missingValue = true;
-          return false;
-        }
-        out = argv[++i];
-        return true;
-      }
-      if (arg.compare(0, name.size() + 1, name + "=") == 0) {
-        out = arg.substr(name.size() + 1);
-        return true;
-      }
-      return false;
-    };
-    std::string v;
-    if (arg == "--") sawDashDash = true;
-    else if (arg == "--help" || arg == "-h") {
-      llvm::outs() << kUsage;
-      return kClean;
-    } else if (arg == "--fix") fix = true;
-    else if (arg == "--verbose" || arg == "-v") verbose = true;
-    else if (arg == "--no-pch") usePch = false;
-    else if (arg == "--no-query-driver") query.enabled = false;
-    else if (value("-p", buildPath) || value("--format", format) || value("--output-file", outputFile) ||
-             value("--root", root) || value("-j", jobs) || value("--pch-cache-size", pchCacheSize)) {
-    } else if (value("--query-driver", queryDriver)) {
-      std::string problem;
-      if (!parseQueryDriverGlobs(queryDriver, query.globs, problem)) return fail(problem);
-    } else if (value("--select", v)) {
-      sawSelect = true;
-      for (auto& s : splitList(v)) cliSelect.push_back(s);
-    } else if (value("--ignore", v)) {
-      sawIgnore = true;
-      for (auto& s : splitList(v)) cliIgnore.push_back(s);
-    } else if (missingValue) {
-      return fail("option '" + arg + "' needs a value");
-    } else if (!arg.empty() && arg[0] == '-') {
-      llvm::errs() << kUsage;
-      return fail("unknown option '" + arg + "'");
-    } else paths.push_back(arg);
+  CommandLine line("fabricize lint", kUsage, kExitCodes);
+  addCommonFlags(line, common, kBuildPathFlag, {"build folder holding compile_commands.json (no paths: lint all it lists)"});
+  line.option({"--format"}, "f", format, "text (default), json, sarif, github");
+  line.option({"--output-file"}, "f", outputFile, "write the report to <f> instead of stdout");
+  line.list({"--select"}, "ids", cliSelect, "only these rules (comma list of ids or prefixes)", &sawSelect);
+  line.list({"--ignore"}, "ids", cliIgnore, "not these rules (comma list of ids or prefixes)", &sawIgnore);
+  line.flag({"--fix"}, fix, "apply the fix-its of the reported findings in place");
+  addCommonFlags(line, common, kRootFlag | kPchFlags | kQueryDriverFlags | kJobsFlag | kVerboseFlag | kCompilerFlags,
+                 {"", "", "translation units analysed at once (default: the machine's cores)",
+                  "say which files were skipped or analysed"});
+  line.positionals(paths);
+  std::string error;
+  switch (line.parse(argc, argv, error)) {
+    case CommandLine::Outcome::HelpShown: return kClean;
+    case CommandLine::Outcome::Error: return fail(error);
+    case CommandLine::Outcome::Run: break;
   }
-  unsigned workers = std::max(1u, std::thread::hardware_concurrency());
-  if (!jobs.empty()) {
-    // At most 4 digits: std::stoul would throw on a number past its range.
-    if (jobs.size() > 4 || jobs.find_first_not_of("0123456789") != std::string::npos || std::stoul(jobs) == 0)
-      return fail("-j takes a positive number (1-9999), got '" + jobs + "'");
-    workers = static_cast<unsigned>(std::stoul(jobs));
-  }
+  CommonSettings settings;
+  if (!resolveCommonFlags(common, settings, error)) return fail(error);
   for (auto [option, patterns] : {std::pair{"--select", &cliSelect}, std::pair{"--ignore", &cliIgnore}}) {
     std::string problem = unknownPatternError(*patterns, catalogueIds(), option);
     if (!problem.empty()) return fail(problem);
   }
   if (format != "text" && format != "json" && format != "sarif" && format != "github")
     return fail("unknown --format '" + format + "' (text, json, sarif, github)");
-  uint64_t pchCacheMiB = kDefaultPchCacheMiB;
-  std::string error;
-  if (!pchCacheLimitMiB(pchCacheSize, pchCacheMiB, error)) return fail(error);
-  query.verbose = verbose;
+  const std::string& buildPath = common.buildPath;
+  const bool verbose = common.verbose, sawDashDash = common.sawDashDash;
 
   std::unique_ptr<clang::tooling::CompilationDatabase> database =
-      explicitDatabase(sawDashDash, compilerFlags, buildPath, query, error);
+      explicitDatabase(sawDashDash, common.compilerFlags, buildPath, settings.query, error);
   if (!error.empty()) return fail(error);
 
   std::vector<std::string> files;
@@ -249,7 +192,7 @@ int runLint(int argc, const char** argv) {
   }
   std::sort(files.begin(), files.end());
   files.erase(std::unique(files.begin(), files.end()), files.end());
-  if (!database) database = databaseFor(files.front(), query);
+  if (!database) database = databaseFor(files.front(), settings.query);
 
   // Fast path: a file naming nothing the rules look for cannot match.
   std::vector<std::string> toAnalyse, notInDatabase;
@@ -270,18 +213,18 @@ int runLint(int argc, const char** argv) {
 
   // The root: given, else the build's project (widened to the files linted),
   // else the files' common folder.
-  std::string projectRoot = root.empty() ? commonDirectory(files) : absolutePath(root);
+  std::string projectRoot = common.root.empty() ? commonDirectory(files) : absolutePath(common.root);
   BuildTree build;
-  if (root.empty() && !buildPath.empty() && !sawDashDash) {
+  if (common.root.empty() && !buildPath.empty() && !sawDashDash) {
     build = readBuildTree(buildPath);
     std::string buildRoot = projectRootOf(build, *database);
     projectRoot = commonFolder({buildRoot, projectRoot});
   }
   EngineResult result;
   if (!toAnalyse.empty()) {
-    EngineOptions options = engineOptionsFor(projectRoot, argv[0], usePch);
-    options.jobs = workers;
-    options.pch.cacheLimitBytes = pchCacheMiB << 20;
+    EngineOptions options = engineOptionsFor(projectRoot, argv[0], !common.noPch);
+    options.jobs = settings.jobs;
+    options.pch.cacheLimitBytes = settings.pchCacheMiB << 20;
     if (!build.buildDir.empty()) options.pch.projectDirs.push_back(build.buildDir);
 
     result = runRules(buildCatalogue(FabricOptions{}), *database, toAnalyse, options);

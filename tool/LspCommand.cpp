@@ -11,6 +11,7 @@
 // Nothing is written to disk.
 #include "LspCommand.h"
 
+#include "CommandLine.h"
 #include "CompileCommands.h"
 #include "EditSet.h"
 #include "Engine.h"
@@ -112,85 +113,65 @@ class CatalogueAnalyser {
 }  // namespace
 
 int runLsp(int argc, const char** argv) {
-  DriverQueryOptions query = defaultDriverQuery();
+  CommonFlags common;
   std::string commandsDir;
-  bool usePreambles = true;
+  bool noPreamble = false;
   LspServerOptions serverOptions;
   serverOptions.workers = std::clamp(std::thread::hardware_concurrency(), 1u, 2u);
-  // A whole number option's value, or a clear error.
-  auto numberOption = [](const std::string& arg, const char* name, unsigned low, unsigned high, unsigned& value) {
-    std::string digits = arg.substr(strlen(name));
-    if (digits.empty() || digits.size() > 6 || digits.find_first_not_of("0123456789") != std::string::npos ||
-        std::stoul(digits) < low || std::stoul(digits) > high) {
-      llvm::errs() << "fabricize lsp: error: " << name << " takes a whole number from " << low << " to " << high
-                   << ", got '" << digits << "'\n";
-      return false;
-    }
-    value = static_cast<unsigned>(std::stoul(digits));
-    return true;
+  // A whole number option's value in [low, high], or a clear error.
+  auto whole = [](const char* name, unsigned low, unsigned high, unsigned& value) {
+    return [=, &value](const std::string& digits) -> std::string {
+      if (digits.empty() || digits.size() > 6 || digits.find_first_not_of("0123456789") != std::string::npos ||
+          std::stoul(digits) < low || std::stoul(digits) > high)
+        return std::string(name) + " takes a whole number from " + std::to_string(low) + " to " +
+               std::to_string(high) + ", got '" + digits + "'";
+      value = static_cast<unsigned>(std::stoul(digits));
+      return "";
+    };
   };
-  for (int i = 1; i < argc; ++i) {
-    std::string arg = argv[i];
-    if (arg == "--help" || arg == "-h") {
-      llvm::outs() << "usage: fabricize lsp [--compile-commands-dir=<dir>] [--query-driver=<globs>] [--no-query-driver] [--no-preamble]\n"
-                      "  A Language Server on stdin/stdout (JSON-RPC, Content-Length framed).\n"
-                      "  Diagnostics and quick fixes from the migrate rules; see docs/lsp.md.\n"
-                      "  --compile-commands-dir: the folder of compile_commands.json (default: as clangd,\n"
-                      "  the file's folder and those above it, each also with a build/ subfolder).\n"
-                      "  --query-driver: compilers outside the system folders that may be asked for their\n"
-                      "  include folders (as clangd's); --no-query-driver: none is.\n"
-                      "  -j=<n>: analyses at once, each on its own thread (default: the cores, at most 2).\n"
-                      "  --coalesce-ms=<n>: an edit cancels a running analysis of an older text that began\n"
-                      "  less than n ms before (default 100): faster keystrokes make one analysis.\n"
-                      "  --log=info: one line on stderr per analysis started, published or cancelled.\n"
-                      "  --no-preamble: parse a document's own includes again at every edit (by default\n"
-                      "  they are precompiled once, chained on the LibTorch PCH, and reused; so are the\n"
-                      "  declarations above the one being typed in).\n";
-      return 0;
-    }
-    if (llvm::StringRef(arg).starts_with("-j=")) {
-      if (!numberOption(arg, "-j=", 1, 64, serverOptions.workers)) return 2;
-      continue;
-    }
-    if (llvm::StringRef(arg).starts_with("--coalesce-ms=")) {
-      if (!numberOption(arg, "--coalesce-ms=", 0, 600000, serverOptions.coalesceMs)) return 2;
-      continue;
-    }
-    if (arg == "--log=info") {
-      serverOptions.logAnalyses = true;
-      continue;
-    }
-    if (arg == "--no-preamble") {
-      usePreambles = false;
-      continue;
-    }
-    if (arg == "--no-query-driver") {
-      query.enabled = false;
-      continue;
-    }
-    if (llvm::StringRef(arg).starts_with("--compile-commands-dir=")) {
-      commandsDir = absolutePath(arg.substr(strlen("--compile-commands-dir=")));
-      std::string error;
-      if (!clang::tooling::CompilationDatabase::loadFromDirectory(commandsDir, error)) {
-        llvm::errs() << "fabricize lsp: error: --compile-commands-dir: no compile_commands.json or "
-                        "compile_flags.txt can be read in " << commandsDir << ": " << error << "\n";
-        return 2;
-      }
-      continue;
-    }
-    if (llvm::StringRef(arg).starts_with("--query-driver=")) {
-      std::string error;
-      if (!parseQueryDriverGlobs(arg.substr(strlen("--query-driver=")), query.globs, error)) {
-        llvm::errs() << "fabricize lsp: error: " << error << "\n";
-        return 2;
-      }
-      continue;
-    }
-    if (arg != "--stdio") {  // editors commonly pass --stdio
-      llvm::errs() << "fabricize lsp: error: unknown option '" << arg << "'\n";
+  CommandLine line("fabricize lsp",
+                   "usage: fabricize lsp [options]\n"
+                   "  A Language Server on stdin/stdout (JSON-RPC, Content-Length framed).\n"
+                   "  Diagnostics and quick fixes from the migrate rules; see docs/lsp.md.\n");
+  line.option({"--compile-commands-dir"}, "dir", [&commandsDir](const std::string& value) -> std::string {
+    commandsDir = absolutePath(value);
+    std::string error;
+    if (!clang::tooling::CompilationDatabase::loadFromDirectory(commandsDir, error))
+      return "--compile-commands-dir: no compile_commands.json or compile_flags.txt can be read in " + commandsDir +
+             ": " + error;
+    return "";
+  }, "the folder of compile_commands.json (default: as clangd, the file's folder and those above it, each also "
+     "with a build/ subfolder)");
+  addCommonFlags(line, common, kQueryDriverFlags);
+  line.option({"-j"}, "n", whole("-j", 1, 64, serverOptions.workers),
+              "analyses at once, each on its own thread (default: the cores, at most 2)");
+  line.option({"--coalesce-ms"}, "n", whole("--coalesce-ms", 0, 600000, serverOptions.coalesceMs),
+              "an edit cancels a running analysis of an older text that began less than n ms before (default "
+              "100): faster keystrokes make one analysis");
+  line.option({"--log"}, "info", [&serverOptions](const std::string& value) -> std::string {
+    if (value != "info") return "--log takes 'info', got '" + value + "'";
+    serverOptions.logAnalyses = true;
+    return "";
+  }, "one line on stderr per analysis started, published or cancelled");
+  line.flag({"--no-preamble"}, noPreamble,
+            "parse a document's own includes again at every edit (by default they are precompiled once, chained "
+            "on the LibTorch PCH, and reused; so are the declarations above the one being typed in)");
+  line.ignore("--stdio");  // editors commonly pass it
+  std::string error;
+  switch (line.parse(argc, argv, error)) {
+    case CommandLine::Outcome::HelpShown: return 0;
+    case CommandLine::Outcome::Error:
+      llvm::errs() << "fabricize lsp: error: " << error << "\n";
       return 2;
-    }
+    case CommandLine::Outcome::Run: break;
   }
+  CommonSettings settings;
+  if (!resolveCommonFlags(common, settings, error)) {
+    llvm::errs() << "fabricize lsp: error: " << error << "\n";
+    return 2;
+  }
+  const DriverQueryOptions& query = settings.query;
+  const bool usePreambles = !noPreamble;
   std::ios::sync_with_stdio(false);
   LspServer server(std::cin, std::cout, CatalogueAnalyser(argv[0], query, commandsDir, usePreambles), serverOptions);
   return server.serve();

@@ -43,9 +43,9 @@ LAYERS = [
     ("inputs and compile commands", "project root, compile database, compiler include folders",
      ["tool/Project", "tool/CMakeFileApi", "tool/QueryDriver", "tool/CompileCommands"]),
     ("front-end services", "engine options, findings of a run, rule selection per file, the Fabric include",
-     ["tool/EngineSetup", "tool/Findings", "tool/FabricInclude"]),
+     ["tool/EngineSetup", "tool/CommandLine", "tool/Findings", "tool/FabricInclude"]),
     ("front ends", "one per subcommand, and the clang-tidy plugin; none includes another",
-     ["tool/MigrateCommand", "tool/LintCommand", "tool/LspCommand", "tool/LspServer", "tool/VerifyCommand",
+     ["tool/MigrateCommand", "tool/MigrateInputs", "tool/MigrateOutputs", "tool/LintCommand", "tool/LspCommand", "tool/LspServer", "tool/VerifyCommand", "tool/VerifyHarness", "tool/VerifyChecks",
       "tidy/*"]),
     ("dispatch", "picks the subcommand",
      ["tool/main"]),
@@ -53,11 +53,11 @@ LAYERS = [
 
 # The front ends: a module of one may not include (or call) a module of another.
 FRONT_ENDS = {
-    "migrate": ["tool/MigrateCommand"],
+    "migrate": ["tool/MigrateCommand", "tool/MigrateInputs", "tool/MigrateOutputs"],
     "lint": ["tool/LintCommand"],
     "lsp": ["tool/LspCommand", "tool/LspServer"],
     # verify runs the fabricize executable (migrate) as a process: no code shared.
-    "verify": ["tool/VerifyCommand"],
+    "verify": ["tool/VerifyCommand", "tool/VerifyHarness", "tool/VerifyChecks"],
     "clang-tidy plugin": ["tidy/*"],
 }
 
