@@ -7,8 +7,7 @@ namespace fabricize {
 bool isPlainOptionValue(const std::string& value) {
   if (value.empty()) return false;
   for (char c : value)
-    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == ',' || c == '.'))
-      return false;
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == ',' || c == '.')) return false;
   return true;
 }
 

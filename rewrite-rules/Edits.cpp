@@ -28,8 +28,7 @@ std::string indentationAt(SourceLocation at, const SourceManager& sm) {
 }
 
 Stencil indentOf(RangeSelector selector) {
-  return run([selector](const ast_matchers::MatchFinder::MatchResult& result)
-                 -> llvm::Expected<std::string> {
+  return run([selector](const ast_matchers::MatchFinder::MatchResult& result) -> llvm::Expected<std::string> {
     llvm::Expected<CharSourceRange> range = selector(result);
     if (!range) return range.takeError();
     const SourceManager& sm = *result.SourceManager;
@@ -98,8 +97,7 @@ static llvm::Expected<TopOfBlock> fabricPlace(const ast_matchers::MatchFinder::M
   auto [file, offset] = sm.getDecomposedLoc(begin);
   // Text before `first` on its line must be whitespace; the statement before
   // it (or the brace) ends the region its leading comments may occupy.
-  SourceLocation previousEnd =
-      skip == 0 ? body->getLBracLoc() : body->body_begin()[skip - 1]->getEndLoc();
+  SourceLocation previousEnd = skip == 0 ? body->getLBracLoc() : body->body_begin()[skip - 1]->getEndLoc();
   unsigned floorOffset = sm.getDecomposedLoc(sm.getExpansionLoc(previousEnd)).second;
   llvm::StringRef text = sm.getBufferData(file);
   auto lineStartOf = [&](unsigned at) {
@@ -126,8 +124,7 @@ static llvm::Expected<TopOfBlock> fabricPlace(const ast_matchers::MatchFinder::M
 }
 
 RangeSelector fabricInsertionPoint(std::string id) {
-  return [id](const ast_matchers::MatchFinder::MatchResult& result)
-             -> llvm::Expected<CharSourceRange> {
+  return [id](const ast_matchers::MatchFinder::MatchResult& result) -> llvm::Expected<CharSourceRange> {
     llvm::Expected<TopOfBlock> top = fabricPlace(result, id);
     if (!top) return top.takeError();
     return CharSourceRange::getCharRange(top->insertAt, top->insertAt);
@@ -135,8 +132,7 @@ RangeSelector fabricInsertionPoint(std::string id) {
 }
 
 Stencil fabricInsertionStatement(std::string id, std::string statement) {
-  return run([id, statement](const ast_matchers::MatchFinder::MatchResult& result)
-                 -> llvm::Expected<std::string> {
+  return run([id, statement](const ast_matchers::MatchFinder::MatchResult& result) -> llvm::Expected<std::string> {
     llvm::Expected<TopOfBlock> top = fabricPlace(result, id);
     if (!top) return top.takeError();
     // Continuation lines keep their place relative to the block's indentation.
@@ -211,9 +207,9 @@ Scope fabricScopeOf(const DynTypedNode& node, ASTContext& context) {
         return scope;
       }
     if (function->hasBody())
-      for (const auto& nodes : ast_matchers::match(
-               ast_matchers::stmt(ast_matchers::forEachDescendant(ast_matchers::varDecl().bind("var"))),
-               *function->getBody(), context)) {
+      for (const auto& nodes :
+           ast_matchers::match(ast_matchers::stmt(ast_matchers::forEachDescendant(ast_matchers::varDecl().bind("var"))),
+                               *function->getBody(), context)) {
         const auto* var = nodes.getNodeAs<VarDecl>("var");
         if (!isFabricType(var->getType())) continue;
         scope.name = var->getName().str();
@@ -259,13 +255,13 @@ Scope fabricScopeOf(const DynTypedNode& node, ASTContext& context) {
     } else if (!ast_matchers::match(functionDecl(match::mainFileDeclaresNoFabric()), *owner, context).empty()) {
       scope.need = threading::Need{threading::functionKey(*owner), "main", ""};  // fabric-insert declares one if needed
     } else {
-      scope.need = threading::Need{threading::functionKey(*owner), "main",
-                                   "is in a file that creates its Fabric elsewhere"};
+      scope.need =
+          threading::Need{threading::functionKey(*owner), "main", "is in a file that creates its Fabric elsewhere"};
     }
     return scope;
   }
-  scope.need = threading::Need{threading::functionKey(*owner), threading::displayName(*owner),
-                               threading::blockedReason(*owner)};
+  scope.need =
+      threading::Need{threading::functionKey(*owner), threading::displayName(*owner), threading::blockedReason(*owner)};
   return scope;
 }
 
@@ -313,8 +309,7 @@ Stencil fabricMember(std::string member) {
   });
 }
 
-void addScopeNeed(const ast_matchers::MatchFinder::MatchResult& result, bool hasEdits,
-                  threading::MatchNeeds& needs) {
+void addScopeNeed(const ast_matchers::MatchFinder::MatchResult& result, bool hasEdits, threading::MatchNeeds& needs) {
   if (!hasEdits || threading::isThreadingEdit(needs)) return;
   for (const threading::Fact& fact : needs.facts)
     if (fact.kind == threading::Fact::Standalone) return;
@@ -372,8 +367,7 @@ static bool isInteger(const std::string& text) {
 std::string optionsExpression(const FabricOptions& options) {
   std::string text = "fabric::Options()";
   text += ".accelerator(\"" + options.accelerator + "\")";
-  text += isInteger(options.devices) ? ".devices(" + options.devices + ")"
-                                     : ".devices(\"" + options.devices + "\")";
+  text += isInteger(options.devices) ? ".devices(" + options.devices + ")" : ".devices(\"" + options.devices + "\")";
   text += ".strategy(\"" + options.strategy + "\")";
   text += ".precision(\"" + options.precision + "\")";
   if (!options.num_nodes.empty()) text += ".num_nodes(" + options.num_nodes + ")";
@@ -386,8 +380,8 @@ std::string fabricDeclaration(const FabricOptions& options) {
   const std::string head = "fabric::Fabric fabric(";
   std::string whole = head + optionsExpression(options) + ");";
   if (whole.size() <= 90) return whole;
-  std::string devices = isInteger(options.devices) ? ".devices(" + options.devices + ")"
-                                                   : ".devices(\"" + options.devices + "\")";
+  std::string devices =
+      isInteger(options.devices) ? ".devices(" + options.devices + ")" : ".devices(\"" + options.devices + "\")";
   std::string text = head + "fabric::Options().accelerator(\"" + options.accelerator + "\")" + devices;
   if (!options.num_nodes.empty()) text += ".num_nodes(" + options.num_nodes + ")";
   text += "\n" + std::string(head.size() + 4, ' ') + ".strategy(\"" + options.strategy + "\").precision(\"" +

@@ -23,17 +23,17 @@ Rule beginRule() {
   auto main = functionDecl(isMain(), isDefinition(), hasBody(compoundStmt(has(stmt())).bind("body")));
   return {"verify-begin", "verify", "fabric::verify::begin() first in main: the seed both programs start from.",
           RuleKind::Rewrite,
-          makeRule(main, insertBefore(edits::fabricInsertionPoint("body"),
-                                      edits::fabricInsertionStatement("body", "fabric::verify::begin();")),
+          makeRule(main,
+                   insertBefore(edits::fabricInsertionPoint("body"),
+                                edits::fabricInsertionStatement("body", "fabric::verify::begin();")),
                    cat(kExplanation))};
 }
 
 Rule backwardRule() {
-  auto tensorBackward = cxxMemberCallExpr(callee(cxxMethodDecl(hasName("backward"), ofClass(tensorClass()))),
-                                          on(expr().bind("loss")));
-  auto autogradBackward =
-      callExpr(callee(functionDecl(hasName("::torch::autograd::backward"))),
-               hasArgument(0, expr(hasDescendant(initListExpr(hasInit(0, expr().bind("loss")))))));
+  auto tensorBackward =
+      cxxMemberCallExpr(callee(cxxMethodDecl(hasName("backward"), ofClass(tensorClass()))), on(expr().bind("loss")));
+  auto autogradBackward = callExpr(callee(functionDecl(hasName("::torch::autograd::backward"))),
+                                   hasArgument(0, expr(hasDescendant(initListExpr(hasInit(0, expr().bind("loss")))))));
   auto record = changeTo(node("call"), cat("(fabric::verify::record_loss(", node("loss"), "), ", node("call"), ")"));
   return {"verify-backward", "verify", "Record the loss before each backward().", RuleKind::Rewrite,
           applyFirst<std::string>({makeRule(tensorBackward.bind("call"), record, cat(kExplanation)),
@@ -41,20 +41,19 @@ Rule backwardRule() {
 }
 
 Rule stepRule() {
-  auto stepCall = cxxMemberCallExpr(callee(cxxMethodDecl(
-      hasName("step"), ofClass(cxxRecordDecl(isSameOrDerivedFrom("::torch::optim::Optimizer"))))));
+  auto stepCall = cxxMemberCallExpr(
+      callee(cxxMethodDecl(hasName("step"), ofClass(cxxRecordDecl(isSameOrDerivedFrom("::torch::optim::Optimizer"))))));
   auto byValue = expr(hasType(valueOrReference(optimizerType())));
   // `opt->step()` through a raw or smart pointer: StepRecord takes either.
   auto object = ignoringParenImpCasts(
       anyOf(byValue.bind("object"),
             cxxOperatorCallExpr(hasOverloadedOperatorName("->"), hasArgument(0, expr().bind("object"))),
             expr().bind("object")));
-  return {"verify-step", "verify", "Record the trained parameters' hash after each optimizer step.",
-          RuleKind::Rewrite,
-          makeRule(cxxMemberCallExpr(stepCall, on(object)).bind("call"),
-                   changeTo(node("call"), cat("(fabric::verify::StepRecord(", node("object"), "), ",
-                                              node("call"), ")")),
-                   cat(kExplanation))};
+  return {
+      "verify-step", "verify", "Record the trained parameters' hash after each optimizer step.", RuleKind::Rewrite,
+      makeRule(cxxMemberCallExpr(stepCall, on(object)).bind("call"),
+               changeTo(node("call"), cat("(fabric::verify::StepRecord(", node("object"), "), ", node("call"), ")")),
+               cat(kExplanation))};
 }
 
 }  // namespace

@@ -28,12 +28,8 @@ inline Matcher<clang::QualType> valueOrReference(Matcher<clang::QualType> type) 
 }
 
 // --- LibTorch and Fabric classes -------------------------------------------
-inline DeclarationMatcher tensorClass() {
-  return cxxRecordDecl(hasAnyName("::at::Tensor", "::at::TensorBase"));
-}
-inline DeclarationMatcher moduleClass() {
-  return cxxRecordDecl(isSameOrDerivedFrom("::torch::nn::Module"));
-}
+inline DeclarationMatcher tensorClass() { return cxxRecordDecl(hasAnyName("::at::Tensor", "::at::TensorBase")); }
+inline DeclarationMatcher moduleClass() { return cxxRecordDecl(isSameOrDerivedFrom("::torch::nn::Module")); }
 inline Matcher<clang::QualType> optimizerType() {
   return recordTypeOf(cxxRecordDecl(isSameOrDerivedFrom("::torch::optim::Optimizer")));
 }
@@ -43,12 +39,10 @@ inline Matcher<clang::QualType> fabricType() { return recordTypeOf(fabricClass()
 // c10::Device or a bare c10::DeviceType such as torch::kCUDA.
 inline Matcher<clang::QualType> deviceLikeType() {
   return qualType(anyOf(recordNamed("::c10::Device"),
-                        hasUnqualifiedDesugaredType(
-                            enumType(hasDeclaration(enumDecl(hasName("::c10::DeviceType")))))));
+                        hasUnqualifiedDesugaredType(enumType(hasDeclaration(enumDecl(hasName("::c10::DeviceType")))))));
 }
 inline Matcher<clang::QualType> scalarTypeEnum() {
-  return qualType(hasUnqualifiedDesugaredType(
-      enumType(hasDeclaration(enumDecl(hasName("::c10::ScalarType"))))));
+  return qualType(hasUnqualifiedDesugaredType(enumType(hasDeclaration(enumDecl(hasName("::c10::ScalarType"))))));
 }
 
 // "cuda:<index>" as a string literal, for an index other than 0. "cuda:0"
@@ -57,15 +51,12 @@ inline Matcher<clang::QualType> scalarTypeEnum() {
 AST_MATCHER(clang::StringLiteral, isIndexedCudaDevice) {
   if (!Node.isOrdinary()) return false;
   llvm::StringRef text = Node.getString();
-  if (!text.consume_front("cuda:") || text.empty() ||
-      text.find_first_not_of("0123456789") != llvm::StringRef::npos)
+  if (!text.consume_front("cuda:") || text.empty() || text.find_first_not_of("0123456789") != llvm::StringRef::npos)
     return false;
   return text.find_first_not_of('0') != llvm::StringRef::npos;
 }
 // "cpu" as a string literal.
-AST_MATCHER(clang::StringLiteral, matchesCpuString) {
-  return Node.isOrdinary() && Node.getString() == "cpu";
-}
+AST_MATCHER(clang::StringLiteral, matchesCpuString) { return Node.isOrdinary() && Node.getString() == "cpu"; }
 // "cuda" or "cuda:<n>" as a string literal.
 AST_MATCHER(clang::StringLiteral, isCudaDeviceString) {
   return Node.isOrdinary() && Node.getString().starts_with("cuda");
@@ -73,12 +64,11 @@ AST_MATCHER(clang::StringLiteral, isCudaDeviceString) {
 // A device with a fixed index other than 0: `Device("cuda:1")`,
 // `Device(kCUDA, 1)`.
 inline StatementMatcher indexedDevice() {
-  return cxxConstructExpr(
-      hasType(recordNamed("::c10::Device")),
-      anyOf(hasArgument(0, ignoringImplicit(stringLiteral(isIndexedCudaDevice()))),
-            hasArgument(0, hasDescendant(stringLiteral(isIndexedCudaDevice()))),
-            allOf(argumentCountIs(2), hasArgument(1, unless(cxxDefaultArgExpr())),
-                  unless(hasArgument(1, ignoringImplicit(integerLiteral(equals(0))))))));
+  return cxxConstructExpr(hasType(recordNamed("::c10::Device")),
+                          anyOf(hasArgument(0, ignoringImplicit(stringLiteral(isIndexedCudaDevice()))),
+                                hasArgument(0, hasDescendant(stringLiteral(isIndexedCudaDevice()))),
+                                allOf(argumentCountIs(2), hasArgument(1, unless(cxxDefaultArgExpr())),
+                                      unless(hasArgument(1, ignoringImplicit(integerLiteral(equals(0))))))));
 }
 
 // `fabric.device()`: what migrated code passes; never a device to migrate.
@@ -90,9 +80,8 @@ inline StatementMatcher fabricDeviceCall() {
 // conversions LibTorch's overloads add (DeviceType -> Device -> TensorOptions).
 inline Matcher<clang::Expr> spelledAs(Matcher<clang::Expr> inner) {
   auto converted = [](Matcher<clang::Expr> m) {
-    return ignoringImplicit(
-        anyOf(m, cxxConstructExpr(hasArgument(0, ignoringImplicit(m))),
-              cxxFunctionalCastExpr(hasSourceExpression(ignoringImplicit(m)))));
+    return ignoringImplicit(anyOf(m, cxxConstructExpr(hasArgument(0, ignoringImplicit(m))),
+                                  cxxFunctionalCastExpr(hasSourceExpression(ignoringImplicit(m)))));
   };
   return converted(converted(inner));
 }
@@ -100,8 +89,7 @@ inline Matcher<clang::Expr> spelledAs(Matcher<clang::Expr> inner) {
 // A device argument, bound to `id`: `device`, `torch::kCUDA`, `x.device()`,
 // `cuda ? torch::kCUDA : torch::kCPU`.
 inline Matcher<clang::Expr> deviceArgument(std::string id) {
-  return spelledAs(
-      expr(hasType(deviceLikeType()), unless(ignoringImplicit(fabricDeviceCall()))).bind(id));
+  return spelledAs(expr(hasType(deviceLikeType()), unless(ignoringImplicit(fabricDeviceCall()))).bind(id));
 }
 
 // main in a file that constructs no Fabric yet: where fabric-insert puts one
@@ -169,8 +157,8 @@ inline DeclarationMatcher delegatingMain() {
 // the base torch::optim::Optimizer).
 inline Matcher<clang::QualType> optimizerHandleType() {
   auto optimizer = optimizerType();
-  auto smart = recordTypeOf(classTemplateSpecializationDecl(
-      hasAnyName("::std::unique_ptr", "::std::shared_ptr"), hasTemplateArgument(0, refersToType(optimizer))));
+  auto smart = recordTypeOf(classTemplateSpecializationDecl(hasAnyName("::std::unique_ptr", "::std::shared_ptr"),
+                                                            hasTemplateArgument(0, refersToType(optimizer))));
   return anyOf(optimizer, references(optimizer), pointsTo(optimizer), smart, references(smart));
 }
 // The function (not a lambda inside it) whose body holds `node`.
@@ -217,9 +205,7 @@ inline auto inFabricScope() { return hasAncestor(functionDecl()); }
 
 // Training code: a function that uses LibTorch (a usage() that prints help
 // is not). Its console and file output goes through rank zero.
-inline DeclarationMatcher trainingFunction() {
-  return functionDecl(hasBody(hasDescendant(libTorchUse())));
-}
+inline DeclarationMatcher trainingFunction() { return functionDecl(hasBody(hasDescendant(libTorchUse()))); }
 
 // A function that gets its Fabric as a `fabric::Fabric&` parameter when an
 // edit in it needs one (fabric-thread-fabric): not main, not a method of a
@@ -227,15 +213,13 @@ inline DeclarationMatcher trainingFunction() {
 // Fabric itself. Constructors, destructors, operators and virtual methods
 // cannot take it (threading::blockedReason says why).
 bool isThreadableFunction(const clang::FunctionDecl& function, clang::ASTContext& context);
-AST_MATCHER(clang::FunctionDecl, threadableFunction) {
-  return isThreadableFunction(Node, Finder->getASTContext());
-}
+AST_MATCHER(clang::FunctionDecl, threadableFunction) { return isThreadableFunction(Node, Finder->getASTContext()); }
 
 // Code the user already runs on one rank: inside `if (fabric.is_global_zero())`
 // or `if (fabric.global_rank() == 0)` (or the local rank's).
 inline auto onOneRankOnly() {
-  auto rankQuery = cxxMemberCallExpr(callee(cxxMethodDecl(
-      hasAnyName("is_global_zero", "global_rank", "local_rank", "node_rank"), ofClass(fabricClass()))));
+  auto rankQuery = cxxMemberCallExpr(callee(
+      cxxMethodDecl(hasAnyName("is_global_zero", "global_rank", "local_rank", "node_rank"), ofClass(fabricClass()))));
   return hasAncestor(ifStmt(hasCondition(expr(anyOf(ignoringParenImpCasts(rankQuery), hasDescendant(rankQuery))))));
 }
 
@@ -243,24 +227,20 @@ inline auto onOneRankOnly() {
 // `model` in `model->...` (ModuleHolder or shared_ptr) or a plain reference;
 // binds the declaration to `id` and the spelled reference to `id + "Ref"`.
 inline Matcher<clang::Expr> moduleReference(const std::string& id) {
-  auto ref = expr(anyOf(declRefExpr(to(valueDecl().bind(id))),
-                        memberExpr(member(valueDecl().bind(id)))))
-                 .bind(id + "Ref");
+  auto ref =
+      expr(anyOf(declRefExpr(to(valueDecl().bind(id))), memberExpr(member(valueDecl().bind(id))))).bind(id + "Ref");
   return ignoringParenImpCasts(
-      anyOf(cxxOperatorCallExpr(hasOverloadedOperatorName("->"),
-                                hasArgument(0, ignoringParenImpCasts(ref))),
-            ref));
+      anyOf(cxxOperatorCallExpr(hasOverloadedOperatorName("->"), hasArgument(0, ignoringParenImpCasts(ref))), ref));
 }
 inline Matcher<clang::Expr> moduleNamed(Matcher<clang::ValueDecl> decl) {
   auto ref = expr(anyOf(declRefExpr(to(valueDecl(decl))), memberExpr(member(decl))));
-  return ignoringParenImpCasts(anyOf(
-      cxxOperatorCallExpr(hasAnyOverloadedOperatorName("->", "*"), hasArgument(0, ignoringParenImpCasts(ref))),
-      unaryOperator(hasOperatorName("*"), hasUnaryOperand(ignoringParenImpCasts(ref))), ref));
+  return ignoringParenImpCasts(
+      anyOf(cxxOperatorCallExpr(hasAnyOverloadedOperatorName("->", "*"), hasArgument(0, ignoringParenImpCasts(ref))),
+            unaryOperator(hasOperatorName("*"), hasUnaryOperand(ignoringParenImpCasts(ref))), ref));
 }
 // `model->parameters()` for the module declared by `decl`.
 inline StatementMatcher parametersOf(Matcher<clang::ValueDecl> decl) {
-  return cxxMemberCallExpr(callee(cxxMethodDecl(hasAnyName("parameters", "named_parameters"),
-                                                ofClass(moduleClass()))),
+  return cxxMemberCallExpr(callee(cxxMethodDecl(hasAnyName("parameters", "named_parameters"), ofClass(moduleClass()))),
                            on(moduleNamed(decl)));
 }
 // `fabric.setup(model, ...)` for `decl`.
@@ -295,38 +275,34 @@ AST_MATCHER_P(clang::Stmt, trainsBoundModule, std::string, id) {
   });
 }
 inline auto isSetUpModule(const std::string& id) {
-  return anyOf(trainsBoundModule(id),
-               hasAncestor(functionDecl(hasDescendant(fabricSetupOf(equalsBoundNode(id))))),
+  return anyOf(trainsBoundModule(id), hasAncestor(functionDecl(hasDescendant(fabricSetupOf(equalsBoundNode(id))))),
                on(moduleNamed(fieldDecl(isSoleModuleOfTrainingClass()))));
 }
 
 // --- Data loaders and their batches -----------------------------------------
 inline Matcher<clang::QualType> loaderType() {
-  return recordTypeOf(cxxRecordDecl(anyOf(isSameOrDerivedFrom("::torch::data::DataLoaderBase"),
-                                          isSameOrDerivedFrom("::fabric::DataLoader"))));
+  return recordTypeOf(cxxRecordDecl(
+      anyOf(isSameOrDerivedFrom("::torch::data::DataLoaderBase"), isSameOrDerivedFrom("::fabric::DataLoader"))));
 }
 // The variable of `for (auto& batch : *loader)`.
 inline DeclarationMatcher loaderLoopVariable() {
-  return varDecl(hasParent(declStmt(hasParent(cxxForRangeStmt(hasRangeInit(
-      ignoringParenImpCasts(expr(hasType(loaderType())))))))));
+  return varDecl(hasParent(
+      declStmt(hasParent(cxxForRangeStmt(hasRangeInit(ignoringParenImpCasts(expr(hasType(loaderType())))))))));
 }
 // A tensor method that moves to a device: `.to(<device>...)` or `.cuda()`.
-inline StatementMatcher tensorDeviceMove(Matcher<clang::Expr> object,
-                                         const std::string& deviceId = "device") {
-  return cxxMemberCallExpr(
-      on(object), anyOf(allOf(callee(cxxMethodDecl(hasName("to"), ofClass(tensorClass()))),
-                              hasArgument(0, deviceArgument(deviceId))),
-                        callee(cxxMethodDecl(hasName("cuda"), ofClass(tensorClass())))));
+inline StatementMatcher tensorDeviceMove(Matcher<clang::Expr> object, const std::string& deviceId = "device") {
+  return cxxMemberCallExpr(on(object), anyOf(allOf(callee(cxxMethodDecl(hasName("to"), ofClass(tensorClass()))),
+                                                   hasArgument(0, deviceArgument(deviceId))),
+                                             callee(cxxMethodDecl(hasName("cuda"), ofClass(tensorClass())))));
 }
 // What a loader yields: the loop variable, a member of it (`batch.data`),
 // or a local initialised from one (`auto data = batch.data;`, possibly
 // through a device move). Fabric's loader already put these on the device.
 inline Matcher<clang::Expr> loaderBatch() {
-  auto direct = expr(ignoringParenImpCasts(anyOf(
-      declRefExpr(to(loaderLoopVariable())),
-      memberExpr(hasObjectExpression(ignoringParenImpCasts(declRefExpr(to(loaderLoopVariable()))))))));
-  auto copied = varDecl(hasInitializer(
-      spelledAs(anyOf(direct, tensorDeviceMove(direct, "batchDevice")))));
+  auto direct = expr(ignoringParenImpCasts(
+      anyOf(declRefExpr(to(loaderLoopVariable())),
+            memberExpr(hasObjectExpression(ignoringParenImpCasts(declRefExpr(to(loaderLoopVariable()))))))));
+  auto copied = varDecl(hasInitializer(spelledAs(anyOf(direct, tensorDeviceMove(direct, "batchDevice")))));
   return expr(ignoringParenImpCasts(anyOf(direct, declRefExpr(to(copied)))));
 }
 
@@ -349,9 +325,7 @@ inline StatementMatcher backwardCall() {
                         cxxMemberCallExpr(callee(cxxMethodDecl(hasName("backward"), ofClass(fabricClass())))),
                         callExpr(callee(functionDecl(hasName("::torch::autograd::backward"))))));
 }
-inline StatementMatcher anyLoop() {
-  return stmt(anyOf(forStmt(), whileStmt(), doStmt(), cxxForRangeStmt()));
-}
+inline StatementMatcher anyLoop() { return stmt(anyOf(forStmt(), whileStmt(), doStmt(), cxxForRangeStmt())); }
 // A loop whose body runs a backward pass (directly: what a called function
 // does is not seen).
 inline StatementMatcher trainingLoop() { return stmt(anyLoop(), hasDescendant(backwardCall())); }
@@ -362,9 +336,7 @@ inline StatementMatcher loaderLoop() {
 
 // Statements as they sit in a block: a full-expression that creates
 // temporaries (most LibTorch calls) is wrapped in ExprWithCleanups.
-inline StatementMatcher asStatement(StatementMatcher m) {
-  return stmt(anyOf(m, exprWithCleanups(has(m))));
-}
+inline StatementMatcher asStatement(StatementMatcher m) { return stmt(anyOf(m, exprWithCleanups(has(m)))); }
 inline auto isWholeStatement() {
   return anyOf(hasParent(compoundStmt()), hasParent(exprWithCleanups(hasParent(compoundStmt()))));
 }

@@ -19,9 +19,7 @@ bool isTensor(QualType type) {
   return record && (match::derivesFrom(*record, "at::Tensor") || match::derivesFrom(*record, "at::TensorBase"));
 }
 
-bool isLoop(const Stmt& s) {
-  return isa<ForStmt>(s) || isa<WhileStmt>(s) || isa<DoStmt>(s) || isa<CXXForRangeStmt>(s);
-}
+bool isLoop(const Stmt& s) { return isa<ForStmt>(s) || isa<WhileStmt>(s) || isa<DoStmt>(s) || isa<CXXForRangeStmt>(s); }
 
 void walk(const Stmt* s, const std::function<void(const Stmt&)>& visit) {
   if (!s || isa<LambdaExpr>(s)) return;  // a lambda's body runs when it is called, not here
@@ -74,8 +72,7 @@ bool isTallyClass(QualType type) {
   if (!record || isTensor(type)) return false;
   for (const char* name : {"std::basic_ostream", "std::basic_ios", "std::basic_string", "torch::nn::Module",
                            "torch::nn::ModuleHolder", "torch::optim::Optimizer", "torch::data::DataLoaderBase",
-                           "c10::Device", "fabric::Fabric", "fabric::DataLoader", "std::unique_ptr",
-                           "std::shared_ptr"})
+                           "c10::Device", "fabric::Fabric", "fabric::DataLoader", "std::unique_ptr", "std::shared_ptr"})
     if (match::derivesFrom(*record, name)) return false;
   return !match::isOptimizerHandle(type) && !match::isModuleType(type);
 }
@@ -91,12 +88,10 @@ std::vector<const VarDecl*> perRankObjectsOf(const CXXForRangeStmt& loop, const 
     const auto* call = dyn_cast<CXXMemberCallExpr>(&s);
     if (!call || !call->getMethodDecl() || call->getMethodDecl()->isConst()) return;
     const VarDecl* var = localVariable(call->getImplicitObjectArgument());
-    if (!var || !isTallyClass(var->getType()) ||
-        std::find(objects.begin(), objects.end(), var) != objects.end())
+    if (!var || !isTallyClass(var->getType()) || std::find(objects.begin(), objects.end(), var) != objects.end())
       return;
     if (!sm.isBeforeInTranslationUnit(sm.getExpansionLoc(var->getLocation()), loopBegin)) return;
-    if (declaredForOnePass(*var, loop, context) && readAfter(*var, loop, functionBody, context))
-      objects.push_back(var);
+    if (declaredForOnePass(*var, loop, context) && readAfter(*var, loop, functionBody, context)) objects.push_back(var);
   });
   return objects;
 }
@@ -125,16 +120,17 @@ bool isReduction(const Stmt& s, const VarDecl& var) {
 // and never assigns outright, of arithmetic or tensor type, declared before
 // the loop in a block that runs the loop once (no loop in between), and read
 // after it. In declaration order.
-std::vector<const VarDecl*> accumulatorsOf(const CXXForRangeStmt& loop, const Stmt& functionBody,
-                                           ASTContext& context) {
+std::vector<const VarDecl*> accumulatorsOf(const CXXForRangeStmt& loop, const Stmt& functionBody, ASTContext& context) {
   const SourceManager& sm = context.getSourceManager();
   std::vector<const VarDecl*> accumulated;
   std::set<const VarDecl*> assigned;
   walk(loop.getBody(), [&](const Stmt& s) {
     const VarDecl* target = nullptr;
     if (const auto* op = dyn_cast<CompoundAssignOperator>(&s)) {
-      if (op->getOpcode() == BO_AddAssign || op->getOpcode() == BO_SubAssign) target = localVariable(op->getLHS());
-      else if (const VarDecl* other = localVariable(op->getLHS())) assigned.insert(other);
+      if (op->getOpcode() == BO_AddAssign || op->getOpcode() == BO_SubAssign)
+        target = localVariable(op->getLHS());
+      else if (const VarDecl* other = localVariable(op->getLHS()))
+        assigned.insert(other);
     } else if (const auto* op = dyn_cast<UnaryOperator>(&s)) {
       if (op->isIncrementDecrementOp()) target = localVariable(op->getSubExpr());
     } else if (const auto* op = dyn_cast<CXXOperatorCallExpr>(&s)) {
@@ -167,7 +163,6 @@ std::vector<const VarDecl*> accumulatorsOf(const CXXForRangeStmt& loop, const St
   }
   return result;
 }
-
 
 bool isReducedSum(const VarDecl& var, ASTContext& context) {
   const FunctionDecl* function = match::enclosingFunction(DynTypedNode::create(var), context);
@@ -202,7 +197,8 @@ bool isModuleForward(const Expr& e) {
   }
   if (const auto* call = dyn_cast<CXXOperatorCallExpr>(&e); call && call->getOperator() == OO_Call) {
     const auto* record = call->getArg(0)->getType().getNonReferenceType()->getAsCXXRecordDecl();
-    return record && (match::derivesFrom(*record, "torch::nn::Module") || match::isModuleType(call->getArg(0)->getType()));
+    return record &&
+           (match::derivesFrom(*record, "torch::nn::Module") || match::isModuleType(call->getArg(0)->getType()));
   }
   return false;
 }
@@ -223,7 +219,8 @@ bool isLoaderLoopVariable(const VarDecl& var, ASTContext& context) {
     if (const auto* declaration = parent.get<DeclStmt>())
       for (const DynTypedNode& grand : context.getParents(*declaration))
         if (const auto* loop = grand.get<CXXForRangeStmt>(); loop && loop->getLoopVarStmt() == declaration) {
-          const auto* record = loop->getRangeInit()->IgnoreParenImpCasts()->getType().getNonReferenceType()->getAsCXXRecordDecl();
+          const auto* record =
+              loop->getRangeInit()->IgnoreParenImpCasts()->getType().getNonReferenceType()->getAsCXXRecordDecl();
           return record && (match::derivesFrom(*record, "torch::data::DataLoaderBase") ||
                             match::derivesFrom(*record, "fabric::DataLoader"));
         }
@@ -291,6 +288,5 @@ bool isPerRankValue(const Expr& e, ASTContext& context) {
   std::set<const VarDecl*> visiting;
   return isRankData(&e, context, visiting);
 }
-
 
 }  // namespace fabricize::metrics

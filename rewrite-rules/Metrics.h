@@ -15,15 +15,15 @@ namespace fabricize::metrics {
 // and never assigns outright, of arithmetic or tensor type, declared before
 // the loop in a block that runs the loop once (no loop in between), read
 // after the loop and not all-reduced there yet. In order of first use.
-std::vector<const clang::VarDecl*> accumulatorsOf(const clang::CXXForRangeStmt& loop,
-                                                  const clang::Stmt& functionBody, clang::ASTContext& context);
+std::vector<const clang::VarDecl*> accumulatorsOf(const clang::CXXForRangeStmt& loop, const clang::Stmt& functionBody,
+                                                  clang::ASTContext& context);
 
 // Objects of the program's own (a running-mean meter, a vector of losses)
 // the loop's body feeds through non-const member calls, declared before the
 // loop for one pass of it and read after it: each rank's holds its shard's
 // values only, and no edit can reduce what is inside them.
-std::vector<const clang::VarDecl*> perRankObjectsOf(const clang::CXXForRangeStmt& loop,
-                                                    const clang::Stmt& functionBody, clang::ASTContext& context);
+std::vector<const clang::VarDecl*> perRankObjectsOf(const clang::CXXForRangeStmt& loop, const clang::Stmt& functionBody,
+                                                    clang::ASTContext& context);
 
 // `var = <fabric>.all_reduce(var, ...)`: a value already made the same on
 // every rank (migrated code).

@@ -47,7 +47,8 @@ bool isAssignment(const Stmt& s, const Expr*& lhs, const Expr*& rhs) {
     rhs = op->getRHS();
     return true;
   }
-  if (const auto* op = dyn_cast<CXXOperatorCallExpr>(&s); op && op->getOperator() == OO_Equal && op->getNumArgs() == 2) {
+  if (const auto* op = dyn_cast<CXXOperatorCallExpr>(&s);
+      op && op->getOperator() == OO_Equal && op->getNumArgs() == 2) {
     lhs = op->getArg(0);
     rhs = op->getArg(1);
     return true;
@@ -277,8 +278,7 @@ bool refersToOptimizer(const Expr& value) {
     const ValueDecl* decl = nullptr;
     if (const auto* ref = dyn_cast<DeclRefExpr>(&s)) decl = ref->getDecl();
     if (const auto* member = dyn_cast<MemberExpr>(&s)) decl = member->getMemberDecl();
-    if (decl && (isa<VarDecl>(decl) || isa<FieldDecl>(decl)) && match::isOptimizerHandle(decl->getType()))
-      found = true;
+    if (decl && (isa<VarDecl>(decl) || isa<FieldDecl>(decl)) && match::isOptimizerHandle(decl->getType())) found = true;
   });
   return found;
 }

@@ -35,9 +35,7 @@ std::string functionKey(const FunctionDecl& function) {
   return std::string(usr);
 }
 
-std::string displayName(const FunctionDecl& function) {
-  return patternOf(function).getQualifiedNameAsString();
-}
+std::string displayName(const FunctionDecl& function) { return patternOf(function).getQualifiedNameAsString(); }
 
 std::string blockedReason(const FunctionDecl& function) {
   const FunctionDecl& pattern = patternOf(function);
@@ -47,8 +45,7 @@ std::string blockedReason(const FunctionDecl& function) {
   if (isa<CXXDestructorDecl>(pattern)) return "is a destructor";
   if (isa<CXXConversionDecl>(pattern) || pattern.isOverloadedOperator()) return "is an operator";
   if (const auto* method = dyn_cast<CXXMethodDecl>(&pattern)) {
-    if (method->isVirtual())
-      return "is virtual (a parameter added to one override would have to be added to all)";
+    if (method->isVirtual()) return "is virtual (a parameter added to one override would have to be added to all)";
     if (method->getParent()->isLambda()) return "is a lambda outside any function";
   }
   return "";
@@ -68,11 +65,11 @@ namespace {
 
 struct FunctionInfo {
   std::string name;
-  std::string blocked;       // from a Need or a Blocks fact
-  bool canDeclare = false;   // main: declares its own Fabric
-  bool defined = false;      // a Parameter fact on its definition
-  bool external = false;     // external linkage: callable from code not matched
-  bool declared = false;     // any Parameter fact
+  std::string blocked;        // from a Need or a Blocks fact
+  bool canDeclare = false;    // main: declares its own Fabric
+  bool defined = false;       // a Parameter fact on its definition
+  bool external = false;      // external linkage: callable from code not matched
+  bool declared = false;      // any Parameter fact
   std::vector<size_t> calls;  // matches passing the Fabric to it
   bool wanted = false;        // a non-threading edit uses its Fabric
 };
@@ -115,13 +112,18 @@ std::vector<Verdict> resolve(const std::vector<MatchNeeds>& matches, bool wholeP
           f.defined = f.defined || fact.definition;
           f.external = f.external || fact.external;
           break;
-        case Fact::Argument: f.calls.push_back(i); break;
-        case Fact::Declare: f.canDeclare = true; break;
+        case Fact::Argument:
+          f.calls.push_back(i);
+          break;
+        case Fact::Declare:
+          f.canDeclare = true;
+          break;
         case Fact::Blocks:
           if (f.blocked.empty()) f.blocked = fact.reason;
           break;
         case Fact::Optional:
-        case Fact::Standalone: break;
+        case Fact::Standalone:
+          break;
       }
     }
   }
@@ -132,8 +134,10 @@ std::vector<Verdict> resolve(const std::vector<MatchNeeds>& matches, bool wholeP
   std::set<std::string> dead;  // those that do not run in this program: nothing calls them, or only dead code
   for (auto& [key, f] : functions) {
     if (f.canDeclare) continue;
-    if (!f.blocked.empty()) whyNot[key] = "`" + f.name + "` " + f.blocked;
-    else if (!f.declared || !f.defined) whyNot[key] = "`" + f.name + "` is not defined in the project";
+    if (!f.blocked.empty())
+      whyNot[key] = "`" + f.name + "` " + f.blocked;
+    else if (!f.declared || !f.defined)
+      whyNot[key] = "`" + f.name + "` is not defined in the project";
     else if (f.calls.empty() && (wholeProgram || !f.external)) {
       whyNot[key] = "nothing in the project calls `" + f.name + "`";
       dead.insert(key);
@@ -147,8 +151,8 @@ std::vector<Verdict> resolve(const std::vector<MatchNeeds>& matches, bool wholeP
         for (const Need& caller : matches[call].needs)
           if (caller.function != key && whyNot.count(caller.function) && !whyNot.count(key)) {
             std::string reason = whyNot[caller.function];
-            whyNot[key] = "`" + f.name + "` is called from `" + caller.name + "`, which gets no Fabric (" +
-                          reason + ")";
+            whyNot[key] =
+                "`" + f.name + "` is called from `" + caller.name + "`, which gets no Fabric (" + reason + ")";
             if (dead.count(caller.function)) dead.insert(key);
             changed = true;
           }

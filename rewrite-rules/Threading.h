@@ -42,11 +42,11 @@ struct Need {
 // edit's metadata.
 struct Fact {
   enum Kind {
-    Parameter,  // the edit adds the Fabric parameter to a declaration of `function`
-    Argument,   // the edit passes the Fabric at a call of `function`
-    Declare,    // the edit declares the Fabric in `function` (a main without LibTorch of its own)
-    Blocks,     // no edit: `function` cannot take a parameter (reason says why)
-    Optional,   // no function: if the match cannot be applied, it is left without a finding
+    Parameter,   // the edit adds the Fabric parameter to a declaration of `function`
+    Argument,    // the edit passes the Fabric at a call of `function`
+    Declare,     // the edit declares the Fabric in `function` (a main without LibTorch of its own)
+    Blocks,      // no edit: `function` cannot take a parameter (reason says why)
+    Optional,    // no function: if the match cannot be applied, it is left without a finding
     Standalone,  // no function: the edit is right whether or not its function gets the Fabric
   };
   Kind kind = Parameter;

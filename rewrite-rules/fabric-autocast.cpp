@@ -30,8 +30,8 @@ namespace {
 // fabric-data-parallel turns into a forward.
 StatementMatcher forwardCall() {
   return callExpr(anyOf(
-      cxxMemberCallExpr(callee(cxxMethodDecl(ofClass(moduleClass()),
-                                             anyOf(hasName("forward"), unless(isLibTorchDeclaration()))))),
+      cxxMemberCallExpr(
+          callee(cxxMethodDecl(ofClass(moduleClass()), anyOf(hasName("forward"), unless(isLibTorchDeclaration()))))),
       cxxOperatorCallExpr(hasOverloadedOperatorName("()"),
                           callee(cxxMethodDecl(ofClass(cxxRecordDecl(hasName("::torch::nn::ModuleHolder")))))),
       callExpr(callee(functionDecl(hasName("::torch::nn::parallel::data_parallel"))))));
@@ -49,10 +49,9 @@ bool isModuleCode(const FunctionDecl& function, ASTContext& context) {
 // run the module on (a tensor or a loader), not for `make_optimizer(model)`.
 bool callsModuleHelper(const CallExpr& call, ASTContext& context) {
   const FunctionDecl* callee = call.getDirectCallee();
-  if (!callee || context.getSourceManager().isInSystemHeader(callee->getLocation()) ||
-      isModuleCode(*callee, context) ||
-      !ast_matchers::match(functionDecl(anyOf(isLibTorchDeclaration(), cxxMethodDecl(ofClass(fabricClass())))),
-                           *callee, context)
+  if (!callee || context.getSourceManager().isInSystemHeader(callee->getLocation()) || isModuleCode(*callee, context) ||
+      !ast_matchers::match(functionDecl(anyOf(isLibTorchDeclaration(), cxxMethodDecl(ofClass(fabricClass())))), *callee,
+                           context)
            .empty())
     return false;
   bool handedModule = false, handedData = false;
@@ -63,9 +62,8 @@ bool callsModuleHelper(const CallExpr& call, ASTContext& context) {
   auto data = qualType(anyOf(recordTypeOf(tensorClass()), loaderType()));
   for (const ParmVarDecl* parameter : callee->parameters()) {
     handedModule = handedModule || isModuleType(parameter->getType().getNonReferenceType());
-    handedData = handedData || !ast_matchers::match(parmVarDecl(hasType(valueOrReference(data))), *parameter,
-                                                    context)
-                                    .empty();
+    handedData =
+        handedData || !ast_matchers::match(parmVarDecl(hasType(valueOrReference(data))), *parameter, context).empty();
   }
   if (!handedModule) return false;
   const FunctionDecl* definition = nullptr;
@@ -77,8 +75,8 @@ bool callsModuleHelper(const CallExpr& call, ASTContext& context) {
 
 // `<var> = fabric.autocast()`: a scope already open (migrated code).
 StatementMatcher autocastScope() {
-  return declStmt(has(varDecl(hasInitializer(hasDescendant(
-      cxxMemberCallExpr(callee(cxxMethodDecl(hasName("autocast"), ofClass(fabricClass())))))))));
+  return declStmt(has(varDecl(hasInitializer(
+      hasDescendant(cxxMemberCallExpr(callee(cxxMethodDecl(hasName("autocast"), ofClass(fabricClass())))))))));
 }
 
 // Where the scopes go in one function (lambdas in it included): for each
@@ -171,18 +169,16 @@ AutocastPlan planFor(const Expr& forward, ASTContext& context) {
   // scope of whoever calls the module.
   if (!function || !function->hasBody() || isModuleCode(*function, context)) return plan;
   AutocastPlanner(context, plan).plan(*function);
-  auto named = ast_matchers::match(
-      stmt(hasDescendant(varDecl(hasName("autocast"), unless(hasParent(autocastScope()))))), *function->getBody(),
-      context);
+  auto named =
+      ast_matchers::match(stmt(hasDescendant(varDecl(hasName("autocast"), unless(hasParent(autocastScope()))))),
+                          *function->getBody(), context);
   if (!named.empty()) plan.guardName = "fabric_autocast";
   return plan;
 }
 
 AST_MATCHER(CallExpr, isModuleHelperCall) { return callsModuleHelper(Node, Finder->getASTContext()); }
 
-AST_MATCHER(Expr, opensAutocastScope) {
-  return planFor(Node, Finder->getASTContext()).opensBefore.count(&Node) > 0;
-}
+AST_MATCHER(Expr, opensAutocastScope) { return planFor(Node, Finder->getASTContext()).opensBefore.count(&Node) > 0; }
 AST_MATCHER(Expr, isForwardInLambdaWithoutFabric) {
   return planFor(Node, Finder->getASTContext()).inLambdaWithoutFabric.count(&Node) > 0;
 }

@@ -46,9 +46,7 @@ AST_MATCHER(CXXRecordDecl, hasToDeviceOverload) {
   return false;
 }
 
-AST_MATCHER(CXXRecordDecl, isNamespaceScope) {
-  return Node.getDeclContext()->getRedeclContext()->isFileContext();
-}
+AST_MATCHER(CXXRecordDecl, isNamespaceScope) { return Node.getDeclContext()->getRedeclContext()->isFileContext(); }
 
 // The overload, placed on the line after the definition's `};`.
 EditGenerator addOverload() {
@@ -76,11 +74,10 @@ EditGenerator addOverload() {
       }
     }
     std::string eol = lineEnd > 0 && text[lineEnd - 1] == '\r' ? "\r\n" : "\n";
-    std::string overload =
-        eol + "// Fabric loaders move each batch to the rank's device with this overload" + eol +
-        "// (found by argument-dependent lookup; see fabric/to_device.h)." + eol + "inline " + type +
-        " to_device(const " + type + "& batch, const torch::Device& device) {" + eol + "  " + type +
-        " moved = batch;" + eol;
+    std::string overload = eol + "// Fabric loaders move each batch to the rank's device with this overload" + eol +
+                           "// (found by argument-dependent lookup; see fabric/to_device.h)." + eol + "inline " + type +
+                           " to_device(const " + type + "& batch, const torch::Device& device) {" + eol + "  " + type +
+                           " moved = batch;" + eol;
     llvm::StringRef lines(body);
     while (!lines.empty()) {
       auto [line, rest] = lines.split('\n');
@@ -108,35 +105,32 @@ EditGenerator addOverload() {
 
 Rule makeBatchToDeviceRule() {
   // A class of the user's that holds tensors directly, and no overload yet.
-  auto userBatch = cxxRecordDecl(isDefinition(), unless(isImplicit()), unless(isLambda()),
-                                 unless(isExpansionInSystemHeader()),
-                                 unless(hasAncestor(namespaceDecl(hasName("::torch")))),
-                                 has(fieldDecl(hasType(recordTypeOf(tensorClass())))),
-                                 unless(hasToDeviceOverload()));
+  auto userBatch =
+      cxxRecordDecl(isDefinition(), unless(isImplicit()), unless(isLambda()), unless(isExpansionInSystemHeader()),
+                    unless(hasAncestor(namespaceDecl(hasName("::torch")))),
+                    has(fieldDecl(hasType(recordTypeOf(tensorClass())))), unless(hasToDeviceOverload()));
   // A Dataset whose example type is `batch`, or a Collation that makes one.
   auto producerOf = [](DeclarationMatcher batch) {
-    auto argument = [&](unsigned index) {
-      return hasTemplateArgument(index, refersToType(recordTypeOf(batch)));
-    };
-    return cxxRecordDecl(isDefinition(), unless(isExpansionInSystemHeader()),
-                         unless(isInstantiated()),
-                         isDerivedFrom(classTemplateSpecializationDecl(anyOf(
-                             allOf(hasName("::torch::data::datasets::Dataset"), argument(1)),
-                             allOf(hasName("::torch::data::transforms::Collation"), argument(0))))));
+    auto argument = [&](unsigned index) { return hasTemplateArgument(index, refersToType(recordTypeOf(batch))); };
+    return cxxRecordDecl(isDefinition(), unless(isExpansionInSystemHeader()), unless(isInstantiated()),
+                         isDerivedFrom(classTemplateSpecializationDecl(
+                             anyOf(allOf(hasName("::torch::data::datasets::Dataset"), argument(1)),
+                                   allOf(hasName("::torch::data::transforms::Collation"), argument(0))))));
   };
-  auto explain = cat("Fabric loaders move batches to the device with to_device(batch, device): this "
-                     "batch type gets its overload");
-  auto nested = cat("not migrated: the batch type is nested in a class; declare `friend Batch "
-                    "to_device(const Batch&, const torch::Device&)` in it by hand, so Fabric loaders "
-                    "can move it to the device");
+  auto explain =
+      cat("Fabric loaders move batches to the device with to_device(batch, device): this "
+          "batch type gets its overload");
+  auto nested =
+      cat("not migrated: the batch type is nested in a class; declare `friend Batch "
+          "to_device(const Batch&, const torch::Device&)` in it by hand, so Fabric loaders "
+          "can move it to the device");
   return {"fabric-batch-to-device", "3",
           "A batch type of the user's own (a Dataset's example type or a Collation's output) that "
           "holds tensors gets a to_device(batch, device) overload after its definition, so Fabric "
           "loaders deliver it on the device.",
           RuleKind::Rewrite,
           applyFirst<std::string>({
-              makeRule(producerOf(cxxRecordDecl(userBatch, isNamespaceScope()).bind("batch")),
-                       addOverload(), explain),
+              makeRule(producerOf(cxxRecordDecl(userBatch, isNamespaceScope()).bind("batch")), addOverload(), explain),
               makeRule(producerOf(cxxRecordDecl(userBatch, unless(isNamespaceScope())).bind("batch")),
                        noopEdit(node("batch")), nested),
           })};

@@ -10,21 +10,20 @@ using namespace clang::transformer;
 using namespace match;
 
 Rule makeCudaRuntimeRule() {
-  auto cudaRuntime = functionDecl(hasAnyName(
-      "::cudaSetDevice", "::cudaStreamCreate", "::cudaStreamCreateWithFlags",
-      "::cudaStreamCreateWithPriority", "::c10::cuda::set_device", "::c10::cuda::getStreamFromPool",
-      "::c10::cuda::setCurrentCUDAStream"));
+  auto cudaRuntime = functionDecl(hasAnyName("::cudaSetDevice", "::cudaStreamCreate", "::cudaStreamCreateWithFlags",
+                                             "::cudaStreamCreateWithPriority", "::c10::cuda::set_device",
+                                             "::c10::cuda::getStreamFromPool", "::c10::cuda::setCurrentCUDAStream"));
   auto call = callExpr(callee(cudaRuntime)).bind("use");
-  auto stream = varDecl(hasType(recordNamed("::c10::cuda::CUDAStream")), unless(isInstantiated()))
-                    .bind("use");
-  auto explain = cat("raw CUDA device or stream management: each rank already runs on "
-                     "fabric.device(); check this still does what it should, then remove or keep it");
+  auto stream = varDecl(hasType(recordNamed("::c10::cuda::CUDAStream")), unless(isInstantiated())).bind("use");
+  auto explain =
+      cat("raw CUDA device or stream management: each rank already runs on "
+          "fabric.device(); check this still does what it should, then remove or keep it");
   return {"fabric-cuda-runtime", "+",
           "Report cudaSetDevice, CUDA stream creation and CUDAStream variables: they may "
           "contradict the Fabric's one-device-per-process placement.",
           RuleKind::Diagnostic,
-          applyFirst<std::string>({makeRule(call, noopEdit(node("use")), explain),
-                                   makeRule(stream, noopEdit(node("use")), explain)})};
+          applyFirst<std::string>(
+              {makeRule(call, noopEdit(node("use")), explain), makeRule(stream, noopEdit(node("use")), explain)})};
 }
 
 }  // namespace fabricize

@@ -23,8 +23,7 @@ namespace {
 Stencil arrowOn(std::string id) {
   return run([id](const clang::ast_matchers::MatchFinder::MatchResult& result) -> llvm::Expected<std::string> {
     const auto* module = result.Nodes.getNodeAs<clang::Expr>(id);
-    if (!module)
-      return llvm::make_error<llvm::StringError>("no node bound to " + id, llvm::inconvertibleErrorCode());
+    if (!module) return llvm::make_error<llvm::StringError>("no node bound to " + id, llvm::inconvertibleErrorCode());
     std::string text = clang::tooling::getText(*module, *result.Context).str();
     return clang::tooling::needParensBeforeDotOrArrow(*module) ? "(" + text + ")->" : text + "->";
   });
@@ -35,18 +34,17 @@ Stencil arrowOn(std::string id) {
 Rule makeDataParallelRule() {
   auto dataParallel =
       callExpr(callee(functionDecl(hasName("::torch::nn::parallel::data_parallel"))),
-               hasArgument(0, expr().bind("module")), hasArgument(1, expr().bind("input")),
-               inFabricScope())
+               hasArgument(0, expr().bind("module")), hasArgument(1, expr().bind("input")), inFabricScope())
           .bind("call");
-  return {"fabric-data-parallel", "+",
-          "Replace torch::nn::parallel::data_parallel(model, input, ...) with "
-          "model->forward(input): the Fabric owns parallelism, one device per process.",
-          RuleKind::Rewrite,
-          makeRule(dataParallel,
-                   edits::standaloneEdit(
-                       changeTo(node("call"), cat(arrowOn("module"), "forward(", node("input"), ")"))),
-                   cat("the Fabric runs one process per device; single-process data parallelism "
-                       "would compete with it"))};
+  return {
+      "fabric-data-parallel", "+",
+      "Replace torch::nn::parallel::data_parallel(model, input, ...) with "
+      "model->forward(input): the Fabric owns parallelism, one device per process.",
+      RuleKind::Rewrite,
+      makeRule(dataParallel,
+               edits::standaloneEdit(changeTo(node("call"), cat(arrowOn("module"), "forward(", node("input"), ")"))),
+               cat("the Fabric runs one process per device; single-process data parallelism "
+                   "would compete with it"))};
 }
 
 }  // namespace fabricize

@@ -16,17 +16,15 @@ auto withDtype() { return hasArgument(1, expr(hasType(scalarTypeEnum())).bind("d
 
 // Removes the device argument and the comma after it: `.to(device, kHalf)`
 // -> `.to(kHalf)`.
-ASTEdit dropDeviceArgument() {
-  return changeTo(enclose(node("device"), before(node("dtype"))), cat(""));
-}
+ASTEdit dropDeviceArgument() { return changeTo(enclose(node("device"), before(node("dtype"))), cat("")); }
 
 // A device the user spelled as CUDA: `torch::kCUDA`, `torch::Device("cuda")`,
 // `cuda ? torch::kCUDA : torch::kCPU`. (A CPU device stays: that choice is
 // deliberate in a single-device program too.)
 auto spelledCudaDevice(std::string id) {
-  auto cuda = expr(anyOf(declRefExpr(to(namedDecl(anyOf(hasName("::c10::kCUDA"),
-                                                        enumConstantDecl(hasName("::c10::DeviceType::CUDA")))))),
-                         stringLiteral(isCudaDeviceString())));
+  auto cuda = expr(anyOf(
+      declRefExpr(to(namedDecl(anyOf(hasName("::c10::kCUDA"), enumConstantDecl(hasName("::c10::DeviceType::CUDA")))))),
+      stringLiteral(isCudaDeviceString())));
   return spelledAs(expr(hasType(deviceLikeType()), anyOf(ignoringParenImpCasts(cuda), hasDescendant(cuda)),
                         unless(indexedDevice()), unless(hasDescendant(indexedDevice())),
                         unless(ignoringImplicit(fabricDeviceCall())))
@@ -39,10 +37,11 @@ auto spelledCudaDevice(std::string id) {
 // (`.to(torch::kCPU)`: a batch moved off the device to save an image, a
 // metric read on the host).
 auto deviceAgnostic() {
-  auto queried = cxxMemberCallExpr(callee(cxxMethodDecl(hasName("device"), ofClass(anyOf(tensorClass(), moduleClass())))));
-  auto cpu = expr(anyOf(declRefExpr(to(namedDecl(anyOf(hasName("::c10::kCPU"),
-                                                       enumConstantDecl(hasName("::c10::DeviceType::CPU")))))),
-                        stringLiteral(matchesCpuString())));
+  auto queried =
+      cxxMemberCallExpr(callee(cxxMethodDecl(hasName("device"), ofClass(anyOf(tensorClass(), moduleClass())))));
+  auto cpu = expr(anyOf(
+      declRefExpr(to(namedDecl(anyOf(hasName("::c10::kCPU"), enumConstantDecl(hasName("::c10::DeviceType::CPU")))))),
+      stringLiteral(matchesCpuString())));
   auto agnostic = expr(anyOf(ignoringParenImpCasts(queried), ignoringParenImpCasts(cpu),
                              cxxConstructExpr(hasType(recordNamed("::c10::Device")), hasArgument(0, spelledAs(cpu)))));
   // A local taken from a tensor's device follows it; one that starts as the
@@ -57,10 +56,9 @@ Rule makeDeviceMoveRule() {
   // (fabric-hardcoded-device reports it).
   auto fixedIndex = hasArgument(0, expr(anyOf(ignoringImplicit(indexedDevice()), hasDescendant(indexedDevice()))));
   auto followsItsData = hasArgument(0, deviceAgnostic());
-  auto moduleTo = cxxMemberCallExpr(
-      callee(cxxMethodDecl(hasName("to"), ofClass(moduleClass()))),
-      hasArgument(0, deviceArgument("device")), on(moduleReference("module")), unless(fixedIndex),
-      unless(followsItsData), inFabricScope());
+  auto moduleTo = cxxMemberCallExpr(callee(cxxMethodDecl(hasName("to"), ofClass(moduleClass()))),
+                                    hasArgument(0, deviceArgument("device")), on(moduleReference("module")),
+                                    unless(fixedIndex), unless(followsItsData), inFabricScope());
   auto statementOnly = isWholeStatement();
   auto tensorMove = expr(tensorDeviceMove(expr().bind("tensor")), unless(cxxMemberCallExpr(fixedIndex)),
                          unless(cxxMemberCallExpr(followsItsData)), inFabricScope());
@@ -68,24 +66,24 @@ Rule makeDeviceMoveRule() {
   // A device parameter of a function that has no Fabric of its own: where
   // the caller says (a batch's to_device overload, a helper given `device`;
   // main passes fabric.device()). Code that has the Fabric uses it directly.
-  auto hasOwnFabric = functionDecl(anyOf(hasAnyParameter(hasType(valueOrReference(fabricType()))),
-                                         cxxMethodDecl(ofClass(anyOf(classNeedingFabric(),
-                                                                     has(fieldDecl(hasType(valueOrReference(fabricType())))))))));
-  auto givenDevice = spelledAs(declRefExpr(to(parmVarDecl(hasType(valueOrReference(deviceLikeType())),
-                                                          unless(hasDeclContext(hasOwnFabric))))));
+  auto hasOwnFabric = functionDecl(anyOf(
+      hasAnyParameter(hasType(valueOrReference(fabricType()))),
+      cxxMethodDecl(ofClass(anyOf(classNeedingFabric(), has(fieldDecl(hasType(valueOrReference(fabricType())))))))));
+  auto givenDevice = spelledAs(
+      declRefExpr(to(parmVarDecl(hasType(valueOrReference(deviceLikeType())), unless(hasDeclContext(hasOwnFabric))))));
   // `data = data.cuda();` on a loader batch: the whole statement goes.
   auto batchSelfMove = cxxOperatorCallExpr(
       hasOverloadedOperatorName("="), hasArgument(0, ignoringParenImpCasts(declRefExpr(to(varDecl().bind("var"))))),
-      hasArgument(1, spelledAs(tensorDeviceMove(
-                         ignoringParenImpCasts(declRefExpr(to(varDecl(equalsBoundNode("var"))))), "selfDevice"))),
+      hasArgument(1, spelledAs(tensorDeviceMove(ignoringParenImpCasts(declRefExpr(to(varDecl(equalsBoundNode("var"))))),
+                                                "selfDevice"))),
       hasArgument(0, loaderBatch()), statementOnly,
       unless(hasArgument(1, spelledAs(cxxMemberCallExpr(followsItsData)))), inFabricScope());
 
   // Outside every function (a global, a member's default initializer) the
   // move runs before any Fabric exists: a person moves it into code that
   // has one.
-  auto beforeAnyFabric = cxxMemberCallExpr(tensorDeviceMove(expr()), unless(fixedIndex), unless(followsItsData),
-                                           unless(inFabricScope()));
+  auto beforeAnyFabric =
+      cxxMemberCallExpr(tensorDeviceMove(expr()), unless(fixedIndex), unless(followsItsData), unless(inFabricScope()));
 
   auto setUpModule = "the Fabric's setup moves the model to its device";
   auto batch = "the Fabric loader already delivers batches on the device";
@@ -100,10 +98,9 @@ Rule makeDeviceMoveRule() {
           applyFirst<std::string>({
               makeRule(batchSelfMove.bind("stmt"), edits::removeStatement("stmt"), cat(batch)),
               // Modules the Fabric sets up.
-              makeRule(cxxMemberCallExpr(moduleTo, isSetUpModule("module"), withDtype()),
-                       dropDeviceArgument(), cat(setUpModule)),
-              makeRule(cxxMemberCallExpr(moduleTo, isSetUpModule("module"), statementOnly)
-                           .bind("stmt"),
+              makeRule(cxxMemberCallExpr(moduleTo, isSetUpModule("module"), withDtype()), dropDeviceArgument(),
+                       cat(setUpModule)),
+              makeRule(cxxMemberCallExpr(moduleTo, isSetUpModule("module"), statementOnly).bind("stmt"),
                        edits::removeStatement("stmt"), cat(setUpModule)),
               // Other modules (a frozen teacher, say) still need the device;
               // a device the function is given is its caller's choice (main
@@ -127,12 +124,14 @@ Rule makeDeviceMoveRule() {
                            "the Fabric")),
               // Tensors created on CUDA: `TensorOptions().device(kCUDA)`, and a
               // factory given a CUDA device as its options, `torch::ones({2}, kCUDA)`.
-              makeRule(cxxMemberCallExpr(callee(cxxMethodDecl(hasName("device"), ofClass(hasAnyName("::c10::TensorOptions", "::at::TensorOptions")))),
-                                         hasArgument(0, spelledCudaDevice("device")),
-                                         inFabricScope()),
+              makeRule(cxxMemberCallExpr(
+                           callee(cxxMethodDecl(hasName("device"),
+                                                ofClass(hasAnyName("::c10::TensorOptions", "::at::TensorOptions")))),
+                           hasArgument(0, spelledCudaDevice("device")), inFabricScope()),
                        changeTo(node("device"), edits::fabricMember("device()")), cat(created)),
               makeRule(callExpr(callee(functionDecl(isLibTorchDeclaration())),
-                                hasAnyArgument(expr(hasType(recordTypeOf(cxxRecordDecl(hasAnyName("::c10::TensorOptions", "::at::TensorOptions")))),
+                                hasAnyArgument(expr(hasType(recordTypeOf(cxxRecordDecl(
+                                                        hasAnyName("::c10::TensorOptions", "::at::TensorOptions")))),
                                                     spelledCudaDevice("device"))),
                                 unless(cxxMemberCallExpr()), inFabricScope()),
                        changeTo(node("device"), edits::fabricMember("device()")), cat(created)),

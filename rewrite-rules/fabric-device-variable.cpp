@@ -19,11 +19,11 @@ namespace {
 // module or tensor move is dropped or replaced by that rule.
 size_t survivingUses(const VarDecl* var, const Stmt& body, ASTContext& context) {
   std::vector<SourceRange> consumed;
-  auto moves = stmt(forEachDescendant(
-      cxxMemberCallExpr(anyOf(callee(cxxMethodDecl(hasName("to"), ofClass(moduleClass()))),
-                              callee(cxxMethodDecl(hasName("to"), ofClass(tensorClass())))),
-                        hasArgument(0, deviceArgument("device")))
-          .bind("move")));
+  auto moves =
+      stmt(forEachDescendant(cxxMemberCallExpr(anyOf(callee(cxxMethodDecl(hasName("to"), ofClass(moduleClass()))),
+                                                     callee(cxxMethodDecl(hasName("to"), ofClass(tensorClass())))),
+                                               hasArgument(0, deviceArgument("device")))
+                                 .bind("move")));
   for (const auto& nodes : ast_matchers::match(moves, body, context)) {
     // A move in a macro expansion (or a macro's argument) is left as it is
     // and reported by fabric-device-move: its use of the variable survives.
@@ -33,13 +33,11 @@ size_t survivingUses(const VarDecl* var, const Stmt& body, ASTContext& context) 
   }
   const SourceManager& sm = context.getSourceManager();
   auto inside = [&](SourceLocation loc, SourceRange range) {
-    return !sm.isBeforeInTranslationUnit(loc, range.getBegin()) &&
-           !sm.isBeforeInTranslationUnit(range.getEnd(), loc);
+    return !sm.isBeforeInTranslationUnit(loc, range.getBegin()) && !sm.isBeforeInTranslationUnit(range.getEnd(), loc);
   };
   size_t uses = 0;
   for (const auto& nodes : ast_matchers::match(
-           stmt(forEachDescendant(declRefExpr(to(varDecl(equalsNode(var)))).bind("use"))), body,
-           context)) {
+           stmt(forEachDescendant(declRefExpr(to(varDecl(equalsNode(var)))).bind("use"))), body, context)) {
     SourceLocation loc = nodes.getNodeAs<DeclRefExpr>("use")->getBeginLoc();
     bool isConsumed = false;
     for (SourceRange range : consumed) isConsumed = isConsumed || inside(loc, range);
@@ -58,30 +56,27 @@ RangeSelector deviceArguments() {
 }
 
 bool isUnused(const MatchFinder::MatchResult& result) {
-  return survivingUses(result.Nodes.getNodeAs<VarDecl>("var"),
-                       *result.Nodes.getNodeAs<Stmt>("body"), *result.Context) == 0;
+  return survivingUses(result.Nodes.getNodeAs<VarDecl>("var"), *result.Nodes.getNodeAs<Stmt>("body"),
+                       *result.Context) == 0;
 }
 
 }  // namespace
 
 Rule makeDeviceVariableRule() {
-  auto deviceVar =
-      varDecl(hasType(recordNamed("::c10::Device")), hasInitializer(expr().bind("init")),
-              unless(hasInitializer(spelledAs(fabricDeviceCall()))),
-              unless(hasInitializer(hasDescendant(fabricDeviceCall()))),
-              // A fixed index is fabric-hardcoded-device's finding, for a person.
-              unless(hasInitializer(anyOf(indexedDevice(), hasDescendant(indexedDevice())))))
-          .bind("var");
-  auto decl = declStmt(hasSingleDecl(deviceVar),
-                       hasAncestor(functionDecl(hasBody(stmt().bind("body")))))
-                  .bind("decl");
+  auto deviceVar = varDecl(hasType(recordNamed("::c10::Device")), hasInitializer(expr().bind("init")),
+                           unless(hasInitializer(spelledAs(fabricDeviceCall()))),
+                           unless(hasInitializer(hasDescendant(fabricDeviceCall()))),
+                           // A fixed index is fabric-hardcoded-device's finding, for a person.
+                           unless(hasInitializer(anyOf(indexedDevice(), hasDescendant(indexedDevice())))))
+                       .bind("var");
+  auto decl = declStmt(hasSingleDecl(deviceVar), hasAncestor(functionDecl(hasBody(stmt().bind("body"))))).bind("decl");
   // `torch::Device device(args)` / `torch::Device device = expr;`: the spelled
   // initialiser is what changes.
-  auto constructed = declStmt(decl, hasSingleDecl(varDecl(hasInitializer(ignoringImplicit(
-                                        cxxConstructExpr(hasArgument(0, expr().bind("first")), lastArgument())
-                                            .bind("construct"))))));
-  EditGenerator removeOrRedirect = [](const MatchFinder::MatchResult& result)
-      -> llvm::Expected<llvm::SmallVector<Edit, 1>> {
+  auto constructed =
+      declStmt(decl, hasSingleDecl(varDecl(hasInitializer(ignoringImplicit(
+                         cxxConstructExpr(hasArgument(0, expr().bind("first")), lastArgument()).bind("construct"))))));
+  EditGenerator removeOrRedirect =
+      [](const MatchFinder::MatchResult& result) -> llvm::Expected<llvm::SmallVector<Edit, 1>> {
     if (isUnused(result)) return edit(edits::removeStatement("decl"))(result);
     return edit(changeTo(deviceArguments(), edits::fabricMember("device()")))(result);
   };
@@ -94,15 +89,13 @@ Rule makeDeviceVariableRule() {
   auto deviceInit = cxxCtorInitializer(
       isWritten(), forField(fieldDecl(hasType(recordNamed("::c10::Device")))),
       withInitializer(ignoringImplicit(cxxConstructExpr(
-          unless(indexedDevice()),
-          hasArgument(0, expr().bind("first")), lastArgument(),
-          unless(hasArgument(0, spelledAs(fabricDeviceCall()))),
-          unless(hasDescendant(fabricDeviceCall())), unless(hasDescendant(indexedDevice())),
-          unless(hasDescendant(stringLiteral(isIndexedCudaDevice())))))));
-  auto memberCtor = cxxConstructorDecl(
-      isDefinition(), unless(isInstantiated()),
-      ofClass(anyOf(classNeedingFabric(), has(fieldDecl(hasType(valueOrReference(fabricType())))))),
-      forEachConstructorInitializer(deviceInit));
+          unless(indexedDevice()), hasArgument(0, expr().bind("first")), lastArgument(),
+          unless(hasArgument(0, spelledAs(fabricDeviceCall()))), unless(hasDescendant(fabricDeviceCall())),
+          unless(hasDescendant(indexedDevice())), unless(hasDescendant(stringLiteral(isIndexedCudaDevice())))))));
+  auto memberCtor =
+      cxxConstructorDecl(isDefinition(), unless(isInstantiated()),
+                         ofClass(anyOf(classNeedingFabric(), has(fieldDecl(hasType(valueOrReference(fabricType())))))),
+                         forEachConstructorInitializer(deviceInit));
   // The member the class keeps the Fabric in (fabric-thread-fabric adds it
   // first, so it is initialised before the device).
   Stencil ctorFabricDevice = run([](const MatchFinder::MatchResult& result) -> llvm::Expected<std::string> {
@@ -115,15 +108,17 @@ Rule makeDeviceVariableRule() {
   // `device = torch::Device(torch::kCUDA);` later on a local device variable
   // (`torch::Device device(torch::kCPU); if (cuda) device = ...;`): the rank's
   // device, or rank 1 would train on cuda:0 too.
-  auto cuda = expr(anyOf(declRefExpr(to(namedDecl(anyOf(hasName("::c10::kCUDA"),
-                                                        enumConstantDecl(hasName("::c10::DeviceType::CUDA")))))),
-                         stringLiteral(isCudaDeviceString())));
+  auto cuda = expr(anyOf(
+      declRefExpr(to(namedDecl(anyOf(hasName("::c10::kCUDA"), enumConstantDecl(hasName("::c10::DeviceType::CUDA")))))),
+      stringLiteral(isCudaDeviceString())));
   auto reassigned = cxxOperatorCallExpr(
       hasOverloadedOperatorName("="),
-      hasArgument(0, ignoringParenImpCasts(declRefExpr(to(varDecl(hasLocalStorage(), hasType(recordNamed("::c10::Device"))))))),
-      hasArgument(1, expr(anyOf(hasDescendant(cuda), ignoringParenImpCasts(cuda)), unless(hasDescendant(indexedDevice())),
-                          unless(indexedDevice()), unless(hasDescendant(fabricDeviceCall())))
-                         .bind("value")),
+      hasArgument(
+          0, ignoringParenImpCasts(declRefExpr(to(varDecl(hasLocalStorage(), hasType(recordNamed("::c10::Device"))))))),
+      hasArgument(1,
+                  expr(anyOf(hasDescendant(cuda), ignoringParenImpCasts(cuda)), unless(hasDescendant(indexedDevice())),
+                       unless(indexedDevice()), unless(hasDescendant(fabricDeviceCall())))
+                      .bind("value")),
       inFabricScope());
   return {"fabric-device-variable", "4",
           "A local torch::Device variable becomes fabric.device(), or is removed when every use "

@@ -34,8 +34,7 @@ Rule makeDivergentExitRule() {
                                   forStmt(hasCondition(expr(perRankCondition()).bind("condition")))),
                             hasDescendant(backwardCall()), inFabricScope())
                            .bind("exit");
-  auto explain = cat("this leaves a training loop on a value that differs between ranks (",
-                     node("condition"),
+  auto explain = cat("this leaves a training loop on a value that differs between ranks (", node("condition"),
                      "): one rank can stop while the others wait for it in the next gradient "
                      "all-reduce; make the ranks agree first, e.g. `value = fabric.all_reduce(value, "
                      "fabric::ReduceOp::Mean);` before the test");

@@ -5,13 +5,11 @@
 #include "Matchers.h"
 #include "RuleFactories.h"
 
-
 namespace fabricize {
 
 using namespace clang;
 using namespace clang::transformer;
 using namespace match;
-
 
 Rule makeHardcodedDeviceRule() {
   auto indexed = expr(indexedDevice());

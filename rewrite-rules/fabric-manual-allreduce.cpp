@@ -11,10 +11,10 @@ using namespace match;
 
 Rule makeManualAllReduceRule() {
   auto mpi = callExpr(callee(functionDecl(hasName("::MPI_Allreduce"))));
-  auto processGroup = cxxMemberCallExpr(callee(cxxMethodDecl(
-      hasAnyName("allreduce", "allreduce_coalesced"),
-      ofClass(cxxRecordDecl(anyOf(isSameOrDerivedFrom("::c10d::ProcessGroup"),
-                                  isSameOrDerivedFrom("::c10d::Backend")))))));
+  auto processGroup =
+      cxxMemberCallExpr(callee(cxxMethodDecl(hasAnyName("allreduce", "allreduce_coalesced"),
+                                             ofClass(cxxRecordDecl(anyOf(isSameOrDerivedFrom("::c10d::ProcessGroup"),
+                                                                         isSameOrDerivedFrom("::c10d::Backend")))))));
   auto use = expr(anyOf(mpi, processGroup)).bind("use");
   return {"fabric-manual-allreduce", "+",
           "Report hand-written all-reduce (MPI_Allreduce, c10d ProcessGroup::allreduce): the "

@@ -100,8 +100,8 @@ std::string restate(const Expr& condition, SourceLocation backwardAt, const std:
   CharSourceRange whole = CharSourceRange::getTokenRange(condition.getSourceRange());
   unsigned start = sm.getFileOffset(sm.getExpansionLoc(whole.getBegin()));
   auto offsets = [&](const Stmt& s) {
-    CharSourceRange r = Lexer::makeFileCharRange(CharSourceRange::getTokenRange(s.getSourceRange()), sm,
-                                                 context.getLangOpts());
+    CharSourceRange r =
+        Lexer::makeFileCharRange(CharSourceRange::getTokenRange(s.getSourceRange()), sm, context.getLangOpts());
     return std::make_pair(sm.getFileOffset(r.getBegin()) - start, sm.getFileOffset(r.getEnd()) - start);
   };
   std::function<bool(const Stmt&)> walk = [&](const Stmt& s) -> bool {
@@ -170,7 +170,8 @@ std::string negated(const Expr& condition, const std::string& restated) {
   const auto* binary = dyn_cast<BinaryOperator>(condition.IgnoreParenImpCasts());
   if (binary && binary->getOpcode() == BO_EQ && condition.IgnoreImpCasts() == binary) {
     size_t at = restated.rfind("==");
-    if (at != std::string::npos && restated.find("==") == at) return restated.substr(0, at) + "!=" + restated.substr(at + 2);
+    if (at != std::string::npos && restated.find("==") == at)
+      return restated.substr(0, at) + "!=" + restated.substr(at + 2);
   }
   return "!(" + restated + ")";
 }
@@ -199,7 +200,8 @@ std::string modelFor(const CXXMemberCallExpr& step, const Stmt& loop, const Func
     object = step.getArg(0);
   const ValueDecl* handle = object ? counterOf(object) : nullptr;
   if (!handle && object)
-    if (const auto* unary = dyn_cast<UnaryOperator>(object->IgnoreParenImpCasts())) handle = counterOf(unary->getSubExpr());
+    if (const auto* unary = dyn_cast<UnaryOperator>(object->IgnoreParenImpCasts()))
+      handle = counterOf(unary->getSubExpr());
   if (!handle && object)
     if (const auto* call = dyn_cast<CXXOperatorCallExpr>(object->IgnoreParenImpCasts()))
       if (call->getNumArgs()) handle = counterOf(call->getArg(0));
@@ -244,8 +246,8 @@ std::optional<Accumulation> accumulationAt(const Expr& backward, ASTContext& con
   // Already migrated: a no_backward_sync scope open in the block.
   for (const Stmt* s : block->body()) {
     if (s == statement) break;
-    if (!ast_matchers::match(stmt(hasDescendant(cxxMemberCallExpr(callee(cxxMethodDecl(
-                                 hasName("no_backward_sync"), ofClass(fabricClass())))))),
+    if (!ast_matchers::match(stmt(hasDescendant(cxxMemberCallExpr(
+                                 callee(cxxMethodDecl(hasName("no_backward_sync"), ofClass(fabricClass())))))),
                              *s, context)
              .empty())
       return std::nullopt;
@@ -285,7 +287,8 @@ std::optional<Accumulation> accumulationAt(const Expr& backward, ASTContext& con
           outer = p;
           break;
         }
-      if (!outer || !contains(*outer, *step, sm) || !sm.isBeforeInTranslationUnit(loop->getEndLoc(), step->getBeginLoc()))
+      if (!outer || !contains(*outer, *step, sm) ||
+          !sm.isBeforeInTranslationUnit(loop->getEndLoc(), step->getBeginLoc()))
         continue;
       result.accumulating = lastPassOf(*loop, context, result.problem);
     }
@@ -331,18 +334,18 @@ Stencil problemOf() {
 
 Rule makeNoBackwardSyncRule() {
   auto backward = expr(backwardCall(), inFabricScope());
-  return {"fabric-no-backward-sync", "+",
-          "Gradient accumulation (a step every k backward passes: a counter modulo k, a loop over "
-          "micro-batches, a flag): `auto no_sync = fabric.no_backward_sync(model, <this pass does not step>);` "
-          "before the backward, so only the pass that steps all-reduces; a condition it cannot restate is "
-          "reported.",
-          RuleKind::Rewrite,
-          applyFirst<std::string>({
-              makeRule(expr(backward, accumulatesWritably()).bind("backward"), openNoSyncBeforeStatement(),
-                       cat("accumulate the gradients locally on the passes that do not step")),
-              makeRule(expr(backward, accumulatesUnwritably()).bind("backward"), noopEdit(node("backward")),
-                       problemOf()),
-          })};
+  return {
+      "fabric-no-backward-sync", "+",
+      "Gradient accumulation (a step every k backward passes: a counter modulo k, a loop over "
+      "micro-batches, a flag): `auto no_sync = fabric.no_backward_sync(model, <this pass does not step>);` "
+      "before the backward, so only the pass that steps all-reduces; a condition it cannot restate is "
+      "reported.",
+      RuleKind::Rewrite,
+      applyFirst<std::string>({
+          makeRule(expr(backward, accumulatesWritably()).bind("backward"), openNoSyncBeforeStatement(),
+                   cat("accumulate the gradients locally on the passes that do not step")),
+          makeRule(expr(backward, accumulatesUnwritably()).bind("backward"), noopEdit(node("backward")), problemOf()),
+      })};
 }
 
 }  // namespace fabricize

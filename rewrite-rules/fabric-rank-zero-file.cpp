@@ -26,8 +26,7 @@ auto rankZeroOpen() {
 // The mode when the user wrote one, else the path: a defaulted mode is not
 // in the source.
 auto lastSpelledArgument() {
-  return anyOf(hasArgument(1, expr(unless(cxxDefaultArgExpr())).bind("last")),
-               hasArgument(0, expr().bind("last")));
+  return anyOf(hasArgument(1, expr(unless(cxxDefaultArgExpr())).bind("last")), hasArgument(0, expr().bind("last")));
 }
 
 // An fopen mode that writes: "w", "a", "r+", ...
@@ -49,10 +48,11 @@ AST_MATCHER(clang::FunctionDecl, isVendoredFileWriter) {
   auto entry = sm.getFileEntryRefForID(file);
   if (!entry || !isVendoredFile(entry->getName(), "", sm.getBufferData(file))) return false;
   auto writes = clang::ast_matchers::match(
-      stmt(hasDescendant(expr(anyOf(cxxConstructExpr(hasType(outputFileStream()), hasArgument(0, expr()),
-                                                     unless(hasArgument(0, hasType(outputFileStream())))),
-                                    cxxMemberCallExpr(callee(cxxMethodDecl(
-                                        hasName("open"), ofClass(cxxRecordDecl(hasName("::std::basic_ofstream")))))))))),
+      stmt(
+          hasDescendant(expr(anyOf(cxxConstructExpr(hasType(outputFileStream()), hasArgument(0, expr()),
+                                                    unless(hasArgument(0, hasType(outputFileStream())))),
+                                   cxxMemberCallExpr(callee(cxxMethodDecl(
+                                       hasName("open"), ofClass(cxxRecordDecl(hasName("::std::basic_ofstream")))))))))),
       *definition->getBody(), Finder->getASTContext());
   return !writes.empty();
 }
@@ -64,29 +64,25 @@ Rule makeRankZeroFileRule() {
   // `log_(config.log_path)`. The copy/move constructor (one argument of the
   // stream's own type) is not an open.
   auto opened = cxxConstructExpr(
-      hasType(outputFileStream()), hasArgument(0, expr().bind("first")),
-      lastSpelledArgument(),
-      unless(hasArgument(0, hasType(outputFileStream()))),
-      unless(hasArgument(0, spelledAs(rankZeroOpen()))),
-      unless(hasArgument(0, hasDescendant(rankZeroOpen()))),
-      inFabricScope(), unless(onOneRankOnly()));
+      hasType(outputFileStream()), hasArgument(0, expr().bind("first")), lastSpelledArgument(),
+      unless(hasArgument(0, hasType(outputFileStream()))), unless(hasArgument(0, spelledAs(rankZeroOpen()))),
+      unless(hasArgument(0, hasDescendant(rankZeroOpen()))), inFabricScope(), unless(onOneRankOnly()));
   // `log.open(path[, mode]);` on its own line.
   auto reopened = cxxMemberCallExpr(
       callee(cxxMethodDecl(hasName("open"), ofClass(cxxRecordDecl(hasName("::std::basic_ofstream"))))),
-      on(expr().bind("stream")), hasArgument(0, expr().bind("first")),
-      lastSpelledArgument(),
-      isWholeStatement(), inFabricScope(), unless(onOneRankOnly()));
+      on(expr().bind("stream")), hasArgument(0, expr().bind("first")), lastSpelledArgument(), isWholeStatement(),
+      inFabricScope(), unless(onOneRankOnly()));
   // C stdio: `fopen(path, "w")` / "a": every rank would write; no safe
   // rewrite (the FILE* may be closed, reopened, shared), so it is reported.
   auto cOpen = callExpr(callee(functionDecl(hasAnyName("::fopen", "::std::fopen"))), argumentCountIs(2),
-                        hasArgument(1, ignoringParenImpCasts(stringLiteral(isWriteMode()))),
-                        inFabricScope(), unless(onOneRankOnly()))
+                        hasArgument(1, ignoringParenImpCasts(stringLiteral(isWriteMode()))), inFabricScope(),
+                        unless(onOneRankOnly()))
                    .bind("fopen");
-  auto explain = cat("the file is written by global rank 0 only (other ranks write to /dev/null), so "
-                     "ranks do not write copies or truncate rank 0's file");
+  auto explain =
+      cat("the file is written by global rank 0 only (other ranks write to /dev/null), so "
+          "ranks do not write copies or truncate rank 0's file");
   auto wrapped = [](Stencil prefix) {
-    return cat(prefix, edits::fabricMember("rank_zero_ofstream("), encloseNodes("first", "last"),
-               ")");
+    return cat(prefix, edits::fabricMember("rank_zero_ofstream("), encloseNodes("first", "last"), ")");
   };
   // Where no Fabric can be passed (a logger class's constructor in a shared
   // utils/ library), the free fabric::rank_zero_ofstream decides rank zero
@@ -97,7 +93,8 @@ Rule makeRankZeroFileRule() {
   // Training code's files go through the Fabric's rank zero; other code's
   // (a logger class of the project's own) through the free function.
   auto training = hasAncestor(trainingFunction());
-  auto keepsFabric = cxxRecordDecl(anyOf(classNeedingFabric(), has(fieldDecl(hasType(valueOrReference(fabricType()))))));
+  auto keepsFabric =
+      cxxRecordDecl(anyOf(classNeedingFabric(), has(fieldDecl(hasType(valueOrReference(fabricType()))))));
   auto openOnRankZero = changeTo(encloseNodes("first", "last"), wrapped(cat("")));
   auto reopenOnRankZero = changeTo(node("call"), wrapped(cat(node("stream"), " = ")));
   auto openOnRankZeroFree = changeTo(encloseNodes("first", "last"), wrappedFree(cat("")));
@@ -105,8 +102,9 @@ Rule makeRankZeroFileRule() {
   auto vendoredWrite = callExpr(callee(functionDecl(isVendoredFileWriter())), hasAncestor(trainingFunction()),
                                 inFabricScope(), unless(onOneRankOnly()))
                            .bind("write");
-  auto explainVendored = cat("this call into third-party code writes a file: made on global rank 0 only, so "
-                             "ranks do not write copies");
+  auto explainVendored =
+      cat("this call into third-party code writes a file: made on global rank 0 only, so "
+          "ranks do not write copies");
   return {"fabric-rank-zero-file", "+",
           "A std::ofstream opened in training code (a loss log, a CSV of metrics) is opened through "
           "fabric.rank_zero_ofstream(path): the file on global rank 0, /dev/null elsewhere (the "
@@ -130,8 +128,8 @@ Rule makeRankZeroFileRule() {
               // Its success as a value (`if (!save_file(...)) warn();`): other
               // ranks report success without writing.
               makeRule(callExpr(vendoredWrite, hasType(booleanType())),
-                       changeTo(node("write"), cat("(!", edits::fabricMember("is_global_zero()"), " || ",
-                                                   node("write"), ")")),
+                       changeTo(node("write"),
+                                cat("(!", edits::fabricMember("is_global_zero()"), " || ", node("write"), ")")),
                        explainVendored),
               makeRule(vendoredWrite, noopEdit(node("write")),
                        cat("this call into third-party code writes a file on every rank: make it on rank 0 "

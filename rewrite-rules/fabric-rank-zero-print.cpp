@@ -29,8 +29,7 @@ AST_MATCHER(clang::CallExpr, printsToCoutByDefault) { return defaultedCoutArgume
 
 // `args.dump()` -> `args.dump(fabric.print())`.
 EditGenerator passRankZeroStream() {
-  return [](const clang::ast_matchers::MatchFinder::MatchResult& result)
-             -> llvm::Expected<llvm::SmallVector<Edit, 1>> {
+  return [](const clang::ast_matchers::MatchFinder::MatchResult& result) -> llvm::Expected<llvm::SmallVector<Edit, 1>> {
     const auto* call = result.Nodes.getNodeAs<clang::CallExpr>("printingCall");
     int index = defaultedCoutArgument(*call);
     Edit edit;
@@ -46,12 +45,12 @@ Rule makeRankZeroPrintRule() {
   // A default argument (`void dump(std::ostream& out = std::cout)`) is not a
   // print: it is a declaration, where no Fabric is in scope; the print is
   // the call that uses it, in its caller.
-  auto cout = declRefExpr(to(varDecl(hasName("::std::cout"))),
-                          inFabricScope(), unless(onOneRankOnly()), unless(hasAncestor(parmVarDecl())))
+  auto cout = declRefExpr(to(varDecl(hasName("::std::cout"))), inFabricScope(), unless(onOneRankOnly()),
+                          unless(hasAncestor(parmVarDecl())))
                   .bind("stream");
-  auto printf = callExpr(callee(functionDecl(hasAnyName("::printf", "::std::printf"))),
-                         callee(expr(ignoringImplicit(declRefExpr().bind("callee")))),
-                         inFabricScope(), unless(onOneRankOnly()));
+  auto printf =
+      callExpr(callee(functionDecl(hasAnyName("::printf", "::std::printf"))),
+               callee(expr(ignoringImplicit(declRefExpr().bind("callee")))), inFabricScope(), unless(onOneRankOnly()));
   auto explain = cat("print on rank 0 only, so N ranks do not print N copies");
   // Output of training code goes through rank zero; a helper that uses no
   // LibTorch (a usage message) does too when it can get the Fabric, and is

@@ -42,8 +42,8 @@ EditGenerator reduceAfterLoop() {
       statements += "\n" + indent + name + " = " + fabric + ".all_reduce(" + name + ", fabric::ReduceOp::Sum);";
     }
     Edit edit;
-    SourceLocation end = Lexer::getLocForEndOfToken(sm.getExpansionLoc(loop->getEndLoc()), 0, sm,
-                                                    result.Context->getLangOpts());
+    SourceLocation end =
+        Lexer::getLocForEndOfToken(sm.getExpansionLoc(loop->getEndLoc()), 0, sm, result.Context->getLangOpts());
     edit.Range = CharSourceRange::getCharRange(end, end);
     edit.Replacement = statements;
     return llvm::SmallVector<Edit, 1>{edit};

@@ -61,27 +61,23 @@ RangeSelector loaderSamplerArgument(std::string id) {
 }  // namespace
 
 Rule makeSetupDataLoaderRule() {
-  auto makeDataLoader =
-      callExpr(callee(functionDecl(hasName("::torch::data::make_data_loader"))),
-               callee(expr(ignoringImplicit(declRefExpr().bind("callee")))),
-               inFabricScope())
-          .bind("call");
+  auto makeDataLoader = callExpr(callee(functionDecl(hasName("::torch::data::make_data_loader"))),
+                                 callee(expr(ignoringImplicit(declRefExpr().bind("callee")))), inFabricScope())
+                            .bind("call");
   return {"fabric-setup-dataloader", "3",
           "Replace torch::data::make_data_loader<Sampler>(dataset, options) with "
           "fabric.setup_dataloader<Sampler>(dataset, options): a distributed sampler on several "
           "ranks (reshuffled every epoch) and batches that arrive on the device.",
           RuleKind::Rewrite,
           applyFirst<std::string>({
-              makeRule(elaboratedTypeLoc(hasNamedTypeLoc(templateSpecializationTypeLoc(
-                                             spellsMigratedLoaderType())))
+              makeRule(elaboratedTypeLoc(hasNamedTypeLoc(templateSpecializationTypeLoc(spellsMigratedLoaderType())))
                            .bind("loaderType"),
                        flatten(changeTo(loaderTemplateName("loaderType"), cat("fabric::DataLoader")),
                                changeTo(loaderSamplerArgument("loaderType"), cat(""))),
                        cat("the loader's type follows the migration: fabric.setup_dataloader returns a "
                            "fabric::DataLoader of the same data set")),
               makeRule(callExpr(makeDataLoader, argumentCountIs(2)),
-                       changeTo(enclose(node("callee"), name("callee")),
-                                edits::fabricMember("setup_dataloader")),
+                       changeTo(enclose(node("callee"), name("callee")), edits::fabricMember("setup_dataloader")),
                        cat("let the Fabric shard the data set and move batches to the device")),
               // A sampler object the user built: its sharding is theirs to decide.
               makeRule(makeDataLoader, noopEdit(node("call")),

@@ -48,7 +48,8 @@ ExistingSetups setupsIn(const FunctionDecl& function) {
           if (const ValueDecl* model = optimizers::rootModule(*call->getArg(0)).decl) found.models.push_back(model);
         for (unsigned i = setup ? 1 : 0; i < call->getNumArgs(); ++i) {
           const Expr* argument = call->getArg(i)->IgnoreParenImpCasts();
-          if (const auto* deref = dyn_cast<UnaryOperator>(argument)) argument = deref->getSubExpr()->IgnoreParenImpCasts();
+          if (const auto* deref = dyn_cast<UnaryOperator>(argument))
+            argument = deref->getSubExpr()->IgnoreParenImpCasts();
           if (const auto* deref = dyn_cast<CXXOperatorCallExpr>(argument); deref && deref->getOperator() == OO_Star)
             argument = deref->getArg(0)->IgnoreParenImpCasts();
           if (const auto* ref = dyn_cast<DeclRefExpr>(argument)) found.optimizers.push_back(ref->getDecl());
@@ -114,8 +115,8 @@ size_t setupCreation(const optimizers::SetupGroup& group, const FunctionDecl& fu
 void contextOf(const MatchResult& result, Context& out) {
   const auto* statement = result.Nodes.getNodeAs<Stmt>("creation");
   const auto* constructor = result.Nodes.getNodeAs<CXXConstructorDecl>("ctor");
-  out.function = constructor ? constructor
-                             : match::enclosingFunction(DynTypedNode::create(*statement), *result.Context);
+  out.function =
+      constructor ? constructor : match::enclosingFunction(DynTypedNode::create(*statement), *result.Context);
   if (!out.function) return;
   out.creations = optimizers::creationsIn(*out.function, *result.Context);
   out.groups = optimizers::setupGroups(out.creations);
@@ -126,7 +127,8 @@ void contextOf(const MatchResult& result, Context& out) {
     if (setUp) continue;
     size_t at = setupCreation(group, *out.function, *result.Context);
     const optimizers::Creation* setup = group.creations[at];
-    if (constructor ? setup->initializer != nullptr : setup->statement == statement) out.toSetUp.push_back({&group, at + 1});
+    if (constructor ? setup->initializer != nullptr : setup->statement == statement)
+      out.toSetUp.push_back({&group, at + 1});
     for (size_t later = at + 1; later < group.creations.size(); ++later)
       if (!constructor && group.creations[later]->statement == statement &&
           !contains(existing.optimizers, group.creations[later]->handle))
@@ -183,16 +185,15 @@ EditGenerator setupAfterLastCreation() {
       return text;
     };
     const SourceManager& sm = *result.SourceManager;
-    const optimizers::Creation* last = context.toSetUp.empty()
-                                           ? context.laterOptimizers.front()
-                                           : context.toSetUp.front().first->creations[context.toSetUp.front().second - 1];
+    const optimizers::Creation* last =
+        context.toSetUp.empty() ? context.laterOptimizers.front()
+                                : context.toSetUp.front().first->creations[context.toSetUp.front().second - 1];
     if (!last->place) {  // a member initialiser: last thing in the constructor's body
       const auto* body = dyn_cast_or_null<CompoundStmt>(context.function->getBody());
       if (!body) return llvm::SmallVector<Edit, 1>();
       // The body's first statement's indentation, else the constructor's plus two.
-      std::string indent = body->body_empty()
-                               ? edits::indentationAt(context.function->getBeginLoc(), sm) + "  "
-                               : edits::indentationAt(body->body_front()->getBeginLoc(), sm);
+      std::string indent = body->body_empty() ? edits::indentationAt(context.function->getBeginLoc(), sm) + "  "
+                                              : edits::indentationAt(body->body_front()->getBeginLoc(), sm);
       if (body->body_empty()) {  // `{}`: the statements get their own lines, the brace its own
         std::string outer = indent.size() >= 2 ? indent.substr(0, indent.size() - 2) : "";
         Edit edit;
@@ -235,7 +236,8 @@ AST_MATCHER(Stmt, isForgottenOptimizer) {
   if (!creation) return false;
   ExistingSetups existing = setupsIn(*function);
   bool modelSetUp = false;
-  for (const optimizers::Model& model : creation->models) modelSetUp = modelSetUp || contains(existing.models, model.decl);
+  for (const optimizers::Model& model : creation->models)
+    modelSetUp = modelSetUp || contains(existing.models, model.decl);
   return modelSetUp && !contains(existing.optimizers, creation->handle);
 }
 
@@ -312,41 +314,40 @@ AST_MATCHER(Stmt, createsOptimizer) {
 
 Rule makeSetupRule() {
   auto creation = stmt(optimizerCreationCandidate(), inFabricScope(), createsOptimizer()).bind("creation");
-  auto memberCreation =
-      cxxConstructorDecl(isDefinition(), hasAnyConstructorInitializer(cxxCtorInitializer(
-                                             isWritten(), forField(hasType(optimizerHandleType())))))
-          .bind("ctor");
+  auto memberCreation = cxxConstructorDecl(isDefinition(), hasAnyConstructorInitializer(cxxCtorInitializer(
+                                                               isWritten(), forField(hasType(optimizerHandleType())))))
+                            .bind("ctor");
   auto explain = cat("set up the model and its optimizers with the Fabric");
-  return {"fabric-setup", "3",
-          "Insert fabric.setup(model, optimizers...) after the last optimizer over the model is "
-          "created (by value, through a smart pointer, as a member, over parameter groups): it "
-          "moves the model to the device, broadcasts rank 0's weights and wraps it for the "
-          "strategy. An optimizer whose model cannot be found (made by a factory, over the parameters a "
-          "class gathers from modules it holds by pointer) gets fabric.setup_optimizer(optimizer), "
-          "which synchronises its parameters themselves. An optimizer over a set-up model that the "
-          "setup does not name is reported.",
-          RuleKind::Rewrite,
-          applyFirst<std::string>({
-              makeRule(stmt(creation, isForgottenOptimizer()), noopEdit(node("creation")),
-                       cat("optimizer over a set-up model that fabric.setup does not name: pass it "
-                           "too (fabric.setup(model, optimizer, ...), or fabric.setup_optimizer(optimizer) "
-                           "for one made after the setup) so the strategy and the precision see its steps")),
-              makeRule(creation, setupAfterLastCreation(), explain),
-              makeRule(stmt(optimizerCreationCandidate(), inFabricScope(), isUntracedOptimizerCreation(),
-                            anyOf(hasParent(compoundStmt()), hasParent(exprWithCleanups(hasParent(compoundStmt())))))
-                           .bind("creation"),
-                       setupOptimizerAfterCreation(),
-                       cat("no model's parameters() reach this optimizer here (a factory made it, or a class "
-                           "that holds its modules by pointer gathers them): the Fabric synchronises the "
-                           "optimizer's parameters themselves")),
-              makeRule(stmt(optimizerCreationCandidate(), inFabricScope(), isUntracedOptimizerCreation())
-                           .bind("creation"),
-                       noopEdit(node("creation")),
-                       cat("fabricize cannot tell which model this optimizer trains (no model's "
-                           "parameters() reach it here), so it sets up none: add "
-                           "fabric.setup_optimizer(optimizer) after it, or each rank trains its own copy")),
-              makeRule(memberCreation, setupAfterLastCreation(), explain),
-          })};
+  return {
+      "fabric-setup", "3",
+      "Insert fabric.setup(model, optimizers...) after the last optimizer over the model is "
+      "created (by value, through a smart pointer, as a member, over parameter groups): it "
+      "moves the model to the device, broadcasts rank 0's weights and wraps it for the "
+      "strategy. An optimizer whose model cannot be found (made by a factory, over the parameters a "
+      "class gathers from modules it holds by pointer) gets fabric.setup_optimizer(optimizer), "
+      "which synchronises its parameters themselves. An optimizer over a set-up model that the "
+      "setup does not name is reported.",
+      RuleKind::Rewrite,
+      applyFirst<std::string>({
+          makeRule(stmt(creation, isForgottenOptimizer()), noopEdit(node("creation")),
+                   cat("optimizer over a set-up model that fabric.setup does not name: pass it "
+                       "too (fabric.setup(model, optimizer, ...), or fabric.setup_optimizer(optimizer) "
+                       "for one made after the setup) so the strategy and the precision see its steps")),
+          makeRule(creation, setupAfterLastCreation(), explain),
+          makeRule(stmt(optimizerCreationCandidate(), inFabricScope(), isUntracedOptimizerCreation(),
+                        anyOf(hasParent(compoundStmt()), hasParent(exprWithCleanups(hasParent(compoundStmt())))))
+                       .bind("creation"),
+                   setupOptimizerAfterCreation(),
+                   cat("no model's parameters() reach this optimizer here (a factory made it, or a class "
+                       "that holds its modules by pointer gathers them): the Fabric synchronises the "
+                       "optimizer's parameters themselves")),
+          makeRule(stmt(optimizerCreationCandidate(), inFabricScope(), isUntracedOptimizerCreation()).bind("creation"),
+                   noopEdit(node("creation")),
+                   cat("fabricize cannot tell which model this optimizer trains (no model's "
+                       "parameters() reach it here), so it sets up none: add "
+                       "fabric.setup_optimizer(optimizer) after it, or each rank trains its own copy")),
+          makeRule(memberCreation, setupAfterLastCreation(), explain),
+      })};
 }
 
 }  // namespace fabricize

@@ -14,19 +14,19 @@ using namespace match;
 
 Rule makeStepRule() {
   auto stepCall = cxxMemberCallExpr(
-      callee(cxxMethodDecl(hasName("step"),
-                           ofClass(cxxRecordDecl(isSameOrDerivedFrom("::torch::optim::Optimizer"))))),
+      callee(cxxMethodDecl(hasName("step"), ofClass(cxxRecordDecl(isSameOrDerivedFrom("::torch::optim::Optimizer"))))),
       inFabricScope());
   // `optimizer.step()`, or `optimizer->step()` through a pointer (raw or
   // smart): fabric.step takes the optimizer itself.
   auto byValue = expr(hasType(valueOrReference(optimizerType())));
   auto optimizerStep = cxxMemberCallExpr(stepCall, on(byValue.bind("optimizer")));
   auto pointerStep = cxxMemberCallExpr(
-      stepCall, on(ignoringParenImpCasts(anyOf(
-                    cxxOperatorCallExpr(hasOverloadedOperatorName("->"), hasArgument(0, expr().bind("pointer"))),
-                    expr(unless(byValue)).bind("pointer")))));
-  auto explain = cat("step through the Fabric, so every strategy (sharded ones re-gather the "
-                     "parameters) and the loss scaler see it");
+      stepCall, on(ignoringParenImpCasts(
+                    anyOf(cxxOperatorCallExpr(hasOverloadedOperatorName("->"), hasArgument(0, expr().bind("pointer"))),
+                          expr(unless(byValue)).bind("pointer")))));
+  auto explain =
+      cat("step through the Fabric, so every strategy (sharded ones re-gather the "
+          "parameters) and the loss scaler see it");
   return {"fabric-step", "5",
           "optimizer.step() becomes fabric.step(optimizer) (and step(closure) "
           "fabric.step(optimizer, closure)): the same under ddp, and what the sharded strategies "

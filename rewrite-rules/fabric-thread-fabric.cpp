@@ -65,8 +65,7 @@ EditGenerator addMember() {
 EditGenerator addParameter() {
   return [](const MatchResult& result) -> llvm::Expected<llvm::SmallVector<Edit, 1>> {
     const auto* ctor = result.Nodes.getNodeAs<CXXConstructorDecl>("ctor");
-    if (ctor->getNumParams() > 0)
-      return insertion(ctor->getParamDecl(0)->getBeginLoc(), "fabric::Fabric& fabric, ");
+    if (ctor->getNumParams() > 0) return insertion(ctor->getParamDecl(0)->getBeginLoc(), "fabric::Fabric& fabric, ");
     FunctionTypeLoc type = ctor->getFunctionTypeLoc();
     if (!type) return llvm::SmallVector<Edit, 1>();
     return insertion(type.getLParenLoc().getLocWithOffset(1), "fabric::Fabric& fabric");
@@ -163,8 +162,8 @@ EditGenerator passFabricToFunction() {
   return [](const MatchResult& result) -> llvm::Expected<llvm::SmallVector<Edit, 1>> {
     const auto* call = result.Nodes.getNodeAs<CallExpr>("call");
     const auto* callee = result.Nodes.getNodeAs<FunctionDecl>("callee");
-    threading::Fact fact{threading::Fact::Argument, threading::functionKey(*callee),
-                         threading::displayName(*callee), false, ""};
+    threading::Fact fact{threading::Fact::Argument, threading::functionKey(*callee), threading::displayName(*callee),
+                         false, ""};
     std::string name = edits::fabricNameAt(result);
     if (call->getNumArgs() > 0 && !isa<CXXDefaultArgExpr>(call->getArg(0)))
       return withFact(insertion(call->getArg(0)->getBeginLoc(), name + ", "), fact);
@@ -180,14 +179,13 @@ EditGenerator blockThreading() {
     const auto* use = result.Nodes.getNodeAs<Expr>("use");
     const SourceManager& sm = *result.SourceManager;
     SourceLocation at = sm.getExpansionLoc(use->getBeginLoc());
-    std::string where = llvm::sys::path::filename(sm.getFilename(at)).str() + ":" +
-                        std::to_string(sm.getExpansionLineNumber(at));
+    std::string where =
+        llvm::sys::path::filename(sm.getFilename(at)).str() + ":" + std::to_string(sm.getExpansionLineNumber(at));
     Edit edit;
     edit.Range = CharSourceRange::getCharRange(use->getBeginLoc(), use->getBeginLoc());
-    edit.Metadata = threading::Fact{threading::Fact::Blocks, threading::functionKey(*function),
-                                    threading::displayName(*function), false,
-                                    "is used other than by a call at " + where +
-                                        " (a function pointer or callback cannot pass the Fabric)"};
+    edit.Metadata = threading::Fact{
+        threading::Fact::Blocks, threading::functionKey(*function), threading::displayName(*function), false,
+        "is used other than by a call at " + where + " (a function pointer or callback cannot pass the Fabric)"};
     return llvm::SmallVector<Edit, 1>{edit};
   };
 }
@@ -211,26 +209,25 @@ AST_MATCHER(DeclRefExpr, isCalleeOfCall) {
 }  // namespace
 
 Rule makeThreadFabricRule() {
-  auto ctor = cxxConstructorDecl(ofClass(classNeedingFabric()), unless(isImplicit()),
-                                 unless(isCopyConstructor()), unless(isMoveConstructor()),
-                                 unless(isDeleted()))
+  auto ctor = cxxConstructorDecl(ofClass(classNeedingFabric()), unless(isImplicit()), unless(isCopyConstructor()),
+                                 unless(isMoveConstructor()), unless(isDeleted()))
                   .bind("ctor");
   auto construct =
-      cxxConstructExpr(hasDeclaration(cxxConstructorDecl(ofClass(classNeedingFabric()),
-                                                          unless(isCopyConstructor()),
-                                                          unless(isMoveConstructor()))),
-                       inFabricScope(),
-                       unless(hasAncestor(cxxMethodDecl(ofClass(classNeedingFabric())))))
+      cxxConstructExpr(hasDeclaration(cxxConstructorDecl(ofClass(classNeedingFabric()), unless(isCopyConstructor()),
+                                                         unless(isMoveConstructor()))),
+                       inFabricScope(), unless(hasAncestor(cxxMethodDecl(ofClass(classNeedingFabric())))))
           .bind("construct");
   // `std::make_unique<Trainer>(config)`: the construction itself is inside
   // the standard library; the Fabric goes into the call's arguments.
-  auto factory = callExpr(callee(functionDecl(hasAnyName("::std::make_unique", "::std::make_shared"),
-                                              hasTemplateArgument(0, refersToType(recordTypeOf(classNeedingFabric()))))),
-                          inFabricScope(), unless(hasAncestor(cxxMethodDecl(ofClass(classNeedingFabric())))))
-                     .bind("factory");
-  auto aggregate = initListExpr(isSpelledBraceList(), hasType(recordTypeOf(cxxRecordDecl(classNeedingFabric(), isAggregateClass()))),
-                                inFabricScope(), unless(hasAncestor(cxxMethodDecl(ofClass(classNeedingFabric())))))
-                       .bind("aggregate");
+  auto factory =
+      callExpr(callee(functionDecl(hasAnyName("::std::make_unique", "::std::make_shared"),
+                                   hasTemplateArgument(0, refersToType(recordTypeOf(classNeedingFabric()))))),
+               inFabricScope(), unless(hasAncestor(cxxMethodDecl(ofClass(classNeedingFabric())))))
+          .bind("factory");
+  auto aggregate =
+      initListExpr(isSpelledBraceList(), hasType(recordTypeOf(cxxRecordDecl(classNeedingFabric(), isAggregateClass()))),
+                   inFabricScope(), unless(hasAncestor(cxxMethodDecl(ofClass(classNeedingFabric())))))
+          .bind("aggregate");
   EditGenerator passFabricToFactory = [](const MatchResult& result) -> llvm::Expected<llvm::SmallVector<Edit, 1>> {
     const auto* call = result.Nodes.getNodeAs<CallExpr>("factory");
     std::string name = edits::fabricNameAt(result);
@@ -241,11 +238,11 @@ Rule makeThreadFabricRule() {
   auto call = callExpr(callee(functionDecl(threadableFunction()).bind("callee")), inFabricScope(),
                        unless(cxxOperatorCallExpr()))
                   .bind("call");
-  auto otherUse = declRefExpr(to(functionDecl(threadableFunction()).bind("function")),
-                              unless(isCalleeOfCall()))
-                      .bind("use");
-  auto explain = cat("the training loop lives in this class: the Fabric is passed in and kept "
-                     "as a member");
+  auto otherUse =
+      declRefExpr(to(functionDecl(threadableFunction()).bind("function")), unless(isCalleeOfCall())).bind("use");
+  auto explain =
+      cat("the training loop lives in this class: the Fabric is passed in and kept "
+          "as a member");
   auto explainFunction = cat("this function's code uses the Fabric: it is passed in as a parameter");
   return {"fabric-thread-fabric", "+",
           "When a class that holds the optimizer runs the training loop (a Trainer in its own "
@@ -259,8 +256,7 @@ Rule makeThreadFabricRule() {
           applyFirst<std::string>({
               makeRule(cxxRecordDecl(classNeedingFabric()).bind("class"), addMember(), explain),
               // A definition gets the parameter and the initialiser together.
-              makeRule(cxxConstructorDecl(ctor, isDefinition()),
-                       flatten(addParameter(), initialiseMember()), explain),
+              makeRule(cxxConstructorDecl(ctor, isDefinition()), flatten(addParameter(), initialiseMember()), explain),
               makeRule(ctor, addParameter(), explain),
               makeRule(construct, passFabric(), explain),
               makeRule(factory, passFabricToFactory, explain),

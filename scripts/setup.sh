@@ -14,6 +14,7 @@ PACKAGES=(
   cmake ninja-build g++ python3
   llvm-19-dev libclang-19-dev clang-19 llvm-19-tools  # the tool, lit, FileCheck
   clang-tidy-19                                       # loads the clang-tidy plugin (build/lib/libfabric_tidy.so)
+  clang-format-19                                     # ctest tool.format: the layout .clang-format sets
   libclang-rt-19-dev                                  # libFuzzer and the sanitizer runtimes for clang-19 (test/fuzz)
   libomp-19-dev                                       # Clang's omp.h: GCC's does not parse with Clang (-fopenmp projects)
   libboost-dev                                        # test/shapes/vendored_deps builds with Boost's headers, as research code does

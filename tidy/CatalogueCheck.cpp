@@ -1,6 +1,7 @@
 #include "CatalogueCheck.h"
 
 #include "FabricInclude.h"
+#include "FixItPieces.h"
 #include "MatchRecording.h"
 #include "Project.h"
 #include "Threading.h"
@@ -39,8 +40,6 @@ constexpr size_t kIncludeKey = 0;
 
 size_t serialOf(size_t key) { return key & kSerialMask; }
 
-
-
 }  // namespace
 
 // One match of one check, kept until every check has seen the whole TU.
@@ -49,8 +48,8 @@ struct Recorded {
   SourceLocation loc;
   std::string message;
   std::vector<std::pair<FileID, TextEdit>> edits;  // keys in TextEdit::ruleIndex
-  threading::MatchNeeds needs;  // whose Fabric the edits need (Threading.h)
-  bool hidden = false;          // a fact for the threading analysis, or an edit it dropped
+  threading::MatchNeeds needs;                     // whose Fabric the edits need (Threading.h)
+  bool hidden = false;                             // a fact for the threading analysis, or an edit it dropped
 };
 
 // The matches of all fabric checks in one translation unit, and the fix-its
@@ -129,8 +128,7 @@ class Session {
   bool fixesApplyTo(FileID file) const {
     if (file == sm_->getMainFileID()) return true;
     const clang::tidy::ClangTidyOptions& options = context_->getOptions();
-    if (sm_->isInSystemHeader(sm_->getLocForStartOfFile(file)) && !options.SystemHeaders.value_or(false))
-      return false;
+    if (sm_->isInSystemHeader(sm_->getLocForStartOfFile(file)) && !options.SystemHeaders.value_or(false)) return false;
     auto entry = sm_->getFileEntryRefForID(file);
     if (!entry) return false;
     llvm::StringRef name = entry->getName();
@@ -176,10 +174,10 @@ class Session {
       result.original = text.str();
       result.edits = edits;
       for (const auto& request : includeRequests_)
-        result.wantsInclude = result.wantsInclude ||
-                              (request.first == file &&
-                               (request.second == npos ||
-                                (!records_[request.second].hidden && !records_[request.second].edits.empty())));
+        result.wantsInclude =
+            result.wantsInclude ||
+            (request.first == file &&
+             (request.second == npos || (!records_[request.second].hidden && !records_[request.second].edits.empty())));
       idOf[path] = file;
     }
     std::map<std::string, std::vector<std::string>> headersOf;
@@ -256,104 +254,23 @@ class Session {
         }
       // (`path`, not the structured binding `file`: capturing one is C++20.)
       const FileID path = file;
-      auto ownerOf = [&](const TextEdit& edit) {
+      auto ownerOf = [&](const TextEdit& edit) -> size_t {
         if (edit.ruleIndex != kIncludeKey) return owner_[serialOf(edit.ruleIndex)];
         auto it = includeOwner.find(path);
         return it != includeOwner.end() ? it->second : fallback;
       };
-      // Insertions at one offset become one piece: clang-tidy would order
-      // them by diagnostic, not by catalogue position, and refuses two
-      // insertions at one place within a diagnostic.
-      std::vector<Piece> pieces;
-      for (size_t i = 0; i < merged.edits.size();) {
-        const TextEdit& edit = merged.edits[i];
-        Piece piece{ownerOf(edit), edit.offset, edit.length, edit.replacement, {}};
-        size_t next = i + 1;
-        if (edit.length == 0)
-          for (; next < merged.edits.size() && merged.edits[next].length == 0 &&
-                 merged.edits[next].offset == edit.offset;
-               ++next) {
-            piece.text += merged.edits[next].replacement;
-            size_t other = ownerOf(merged.edits[next]);
-            if (other != piece.owner && other != npos) piece.absorbed.push_back(other);
-          }
-        i = next;
-        if (piece.owner == npos) continue;
-        // Edits of one diagnostic that touch are one edit to clang.
-        if (!pieces.empty() && pieces.back().owner == piece.owner &&
-            pieces.back().offset + pieces.back().length == piece.offset) {
-          pieces.back().length += piece.length;
-          pieces.back().text += piece.text;
-          for (size_t other : piece.absorbed) pieces.back().absorbed.push_back(other);
-          continue;
-        }
-        pieces.push_back(std::move(piece));
-      }
-      for (size_t i = 0; i < pieces.size(); ++i) keepRemovalExact(original, pieces, i);
-      for (const Piece& piece : pieces) {
+      std::vector<FixItPiece> pieces = fixItPieces(original, merged.edits, ownerOf);
+      for (const FixItPiece& piece : pieces) {
         SourceLocation begin = sm_->getComposedLoc(file, piece.offset);
         for (size_t other : piece.absorbed)
-          notes_[other].push_back({begin, "this insertion is part of the fix-it of [" +
-                                              records_[piece.owner].ruleId + "] here"});
+          notes_[other].push_back(
+              {begin, "this insertion is part of the fix-it of [" + records_[piece.owner].ruleId + "] here"});
         fixes_[piece.owner].push_back(
             piece.length == 0
                 ? FixItHint::CreateInsertion(begin, piece.text)
                 : FixItHint::CreateReplacement(
-                      CharSourceRange::getCharRange(begin, begin.getLocWithOffset(piece.length)),
-                      piece.text));
+                      CharSourceRange::getCharRange(begin, begin.getLocWithOffset(piece.length)), piece.text));
       }
-    }
-  }
-
-  // One fix-it of one diagnostic.
-  struct Piece {
-    size_t owner;
-    unsigned offset, length;
-    std::string text;
-    std::vector<size_t> absorbed;  // other matches whose insertion this carries
-  };
-
-  static bool identifierChar(char c) {
-    return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '$' ||
-           static_cast<unsigned char>(c) >= 0x80;
-  }
-  // Whether clang's fix-it merging (EditedSource::adjustRemoval, run on
-  // every diagnostic's fix-its) leaves the removal of [begin, end) as it is:
-  // it takes a blank that follows the removal too, and puts a space between
-  // two identifier characters the removal would join.
-  static bool removalLeftAlone(const std::string& text, unsigned begin, unsigned end) {
-    if (end >= text.size()) return true;
-    if (text[end] == ' ') return false;
-    return begin == 0 || !(identifierChar(text[begin - 1]) && identifierChar(text[end]));
-  }
-  // Makes a removal that clang would adjust come out as `fabricize` writes
-  // it: the same removal one character earlier where that removes the same
-  // text (a whole line: the newline before it instead of the one after), else
-  // a replacement that keeps the next (or previous) character.
-  static void keepRemovalExact(const std::string& text, std::vector<Piece>& pieces, size_t i) {
-    Piece& piece = pieces[i];
-    if (!piece.text.empty() || piece.length == 0) return;
-    unsigned begin = piece.offset, end = piece.offset + piece.length;
-    if (removalLeftAlone(text, begin, end)) return;
-    // Room before and after: no other fix-it may touch the characters used.
-    unsigned previousEnd = i > 0 ? pieces[i - 1].offset + pieces[i - 1].length : 0;
-    bool previousTouches = i > 0 && (previousEnd > begin - 1 ||
-                                     (previousEnd == begin - 1 && pieces[i - 1].owner == piece.owner));
-    bool roomBefore = begin > 0 && !previousTouches;
-    bool roomAfter = i + 1 == pieces.size() || pieces[i + 1].offset > end;
-    if (roomBefore && text[begin - 1] == text[end - 1] && removalLeftAlone(text, begin - 1, end - 1)) {
-      --piece.offset;
-      return;
-    }
-    if (roomAfter && end < text.size()) {
-      ++piece.length;
-      piece.text = text.substr(end, 1);
-      return;
-    }
-    if (roomBefore) {
-      --piece.offset;
-      ++piece.length;
-      piece.text = text.substr(begin - 1, 1);
     }
   }
 
@@ -394,16 +311,18 @@ CatalogueCheck::CatalogueCheck(llvm::StringRef name, clang::tidy::ClangTidyConte
                                                                {"Precision", &options_.precision}};
   for (const auto& [option, value] : values)
     if (!isPlainOptionValue(*value)) {
-      configurationDiag("invalid value '%0' for option '%1.%2': use letters, digits, '-', '_', ',' "
-                        "or '.'; check '%1' is disabled",
-                        DiagnosticIDs::Error)
+      configurationDiag(
+          "invalid value '%0' for option '%1.%2': use letters, digits, '-', '_', ',' "
+          "or '.'; check '%1' is disabled",
+          DiagnosticIDs::Error)
           << *value << name << option;
       valid = false;
     }
   if (!options_.num_nodes.empty() && options_.num_nodes.find_first_not_of("0123456789") != std::string::npos) {
-    configurationDiag("invalid value '%0' for option '%1.NumNodes': a positive integer, or empty; "
-                      "check '%1' is disabled",
-                      DiagnosticIDs::Error)
+    configurationDiag(
+        "invalid value '%0' for option '%1.NumNodes': a positive integer, or empty; "
+        "check '%1' is disabled",
+        DiagnosticIDs::Error)
         << options_.num_nodes << name;
     valid = false;
   }
@@ -414,8 +333,7 @@ CatalogueCheck::CatalogueCheck(llvm::StringRef name, clang::tidy::ClangTidyConte
       rule_ = std::move(catalogue[i]);
       ruleIndex_ = i;
     }
-  if (!rule_)
-    configurationDiag("no rule '%0' in the fabricize catalogue", DiagnosticIDs::Error) << name;
+  if (!rule_) configurationDiag("no rule '%0' in the fabricize catalogue", DiagnosticIDs::Error) << name;
 }
 
 CatalogueCheck::~CatalogueCheck() = default;
@@ -430,8 +348,7 @@ void CatalogueCheck::storeOptions(clang::tidy::ClangTidyOptions::OptionMap& opti
 
 void CatalogueCheck::registerMatchers(MatchFinder* finder) {
   if (!rule_) return;
-  for (const auto& matcher : transformer::detail::buildMatchers(rule_->rule))
-    finder->addDynamicMatcher(matcher, this);
+  for (const auto& matcher : transformer::detail::buildMatchers(rule_->rule)) finder->addDynamicMatcher(matcher, this);
   session_->collectFacts(finder, options_);
 }
 

@@ -30,17 +30,14 @@ class Session;
 
 // The five FabricOptions as check options, e.g. fabric-insert.Strategy; a
 // global option of the same name (Strategy) applies to every fabric check.
-inline constexpr const char* kOptionNames[] = {"Accelerator", "Devices", "Strategy", "Precision",
-                                              "NumNodes"};
+inline constexpr const char* kOptionNames[] = {"Accelerator", "Devices", "Strategy", "Precision", "NumNodes"};
 
 class CatalogueCheck : public clang::tidy::ClangTidyCheck {
  public:
   CatalogueCheck(llvm::StringRef name, clang::tidy::ClangTidyContext* context);
   ~CatalogueCheck() override;
 
-  bool isLanguageVersionSupported(const clang::LangOptions& lang) const override {
-    return lang.CPlusPlus;
-  }
+  bool isLanguageVersionSupported(const clang::LangOptions& lang) const override { return lang.CPlusPlus; }
   void storeOptions(clang::tidy::ClangTidyOptions::OptionMap& options) override;
   void registerMatchers(clang::ast_matchers::MatchFinder* finder) override;
   void check(const clang::ast_matchers::MatchFinder::MatchResult& result) override;

@@ -14,15 +14,14 @@ class FabricTidyModule : public clang::tidy::ClangTidyModule {
   void addCheckFactories(clang::tidy::ClangTidyCheckFactories& factories) override {
     // The ids come from the catalogue itself; each check builds its rule
     // from the catalogue again with its own options.
-    for (const Rule& rule : buildCatalogue(FabricOptions()))
-      factories.registerCheck<CatalogueCheck>(rule.id);
+    for (const Rule& rule : buildCatalogue(FabricOptions())) factories.registerCheck<CatalogueCheck>(rule.id);
   }
 };
 
 // Registration into the clang-tidy executable's module registry: its
 // symbols are exported, so this resolves against the loading binary.
-static clang::tidy::ClangTidyModuleRegistry::Add<FabricTidyModule>
-    registration("fabric-module", "Checks that migrate LibTorch code to fabric::Fabric (fabricize).");
+static clang::tidy::ClangTidyModuleRegistry::Add<FabricTidyModule> registration(
+    "fabric-module", "Checks that migrate LibTorch code to fabric::Fabric (fabricize).");
 
 }  // namespace fabricize::tidy
 

@@ -13,8 +13,8 @@ namespace {
 
 // One command invocation of a CMake file: `name(arguments)`.
 struct Command {
-  std::string name;  // lower case: CMake command names ignore case
-  size_t begin = 0, open = 0, close = 0;  // offsets of the name, '(' and ')'
+  std::string name;                                  // lower case: CMake command names ignore case
+  size_t begin = 0, open = 0, close = 0;             // offsets of the name, '(' and ')'
   std::vector<std::pair<size_t, size_t>> arguments;  // [begin, end) of each unquoted or quoted argument
 };
 
@@ -116,9 +116,7 @@ bool isVisibilityKeyword(llvm::StringRef argument) {
          argument == "LINK_PRIVATE" || argument == "LINK_INTERFACE_LIBRARIES";
 }
 
-bool isLinkCommand(const Command& c) {
-  return c.name == "target_link_libraries" || c.name == "link_libraries";
-}
+bool isLinkCommand(const Command& c) { return c.name == "target_link_libraries" || c.name == "link_libraries"; }
 
 // Index of a command's first linked item (target_link_libraries names its
 // target first).
@@ -171,8 +169,7 @@ std::string findFabricLine(bool projectSetsPrefixPath) {
 }  // namespace
 
 std::vector<BuildFileMigration> migrateCMakeProject(const std::vector<std::string>& paths,
-                                                    const std::vector<std::string>& texts,
-                                                    const LibTorchLinks* links) {
+                                                    const std::vector<std::string>& texts, const LibTorchLinks* links) {
   std::vector<BuildFileMigration> out(texts.size());
   std::vector<std::vector<Command>> parsed;
   for (const std::string& text : texts) parsed.push_back(commandsOf(text));
@@ -250,8 +247,10 @@ std::vector<BuildFileMigration> migrateCMakeProject(const std::vector<std::strin
     for (size_t a = firstItem(c); propagate && a < c.arguments.size(); ++a) {
       llvm::StringRef argument = argumentOf(f, c, a);
       if (!isVisibilityKeyword(argument)) continue;
-      if (argument.starts_with("LINK_")) keyword = "LINK_PUBLIC";
-      else if (keyword.empty() || keyword == "INTERFACE") keyword = argument == "INTERFACE" ? "INTERFACE" : "PUBLIC";
+      if (argument.starts_with("LINK_"))
+        keyword = "LINK_PUBLIC";
+      else if (keyword.empty() || keyword == "INTERFACE")
+        keyword = argument == "INTERFACE" ? "INTERFACE" : "PUBLIC";
     }
     size_t at = c.arguments.empty() ? c.open + 1 : c.arguments.back().second;
     out[f].edits.push_back(insertion(texts[f], at, (keyword.empty() ? "" : " " + keyword) + " Fabric::fabric", why));
@@ -273,7 +272,8 @@ std::vector<BuildFileMigration> migrateCMakeProject(const std::vector<std::strin
           if (isLinkCommand(c)) command = &c;
           // A target made after link_libraries(...) gets its list: CMake
           // names the add_executable; the edit goes to the link_libraries.
-          else if (c.name != "add_executable" && c.name != "add_library") command = nullptr;
+          else if (c.name != "add_executable" && c.name != "add_library")
+            command = nullptr;
           break;
         }
       if (command) {
@@ -285,18 +285,20 @@ std::vector<BuildFileMigration> migrateCMakeProject(const std::vector<std::strin
       // outside the project, or a command other than a link list.
       if (out.empty()) continue;
       size_t noteFile = f < paths.size() ? f : firstTorchFile;
-      unsigned noteLine = f < paths.size() ? site.line : firstTorch ? lineAt(texts[firstTorchFile], firstTorch->begin) : 1;
+      unsigned noteLine = f < paths.size() ? site.line
+                          : firstTorch     ? lineAt(texts[firstTorchFile], firstTorch->begin)
+                                           : 1;
       out[noteFile].notes.push_back(
-          {noteLine,
-           "CMake links LibTorch to " + names + " at " + site.file + ":" + std::to_string(site.line) +
-               ", where fabricize cannot add the runtime: link Fabric::fabric to " + names + " by hand"});
+          {noteLine, "CMake links LibTorch to " + names + " at " + site.file + ":" + std::to_string(site.line) +
+                         ", where fabricize cannot add the runtime: link Fabric::fabric to " + names + " by hand"});
     }
   } else {
     for (size_t f = 0; f < texts.size(); ++f)
       for (const Command& c : parsed[f]) {
         if (!isLinkCommand(c)) continue;
         bool spellsTorch = false;
-        for (size_t a = firstItem(c); a < c.arguments.size(); ++a) spellsTorch = spellsTorch || namesLibTorch(argumentOf(f, c, a));
+        for (size_t a = firstItem(c); a < c.arguments.size(); ++a)
+          spellsTorch = spellsTorch || namesLibTorch(argumentOf(f, c, a));
         if (!spellsTorch) continue;
         linked = true;
         linkFabric(f, c, true);
@@ -304,9 +306,10 @@ std::vector<BuildFileMigration> migrateCMakeProject(const std::vector<std::strin
   }
   if (!firstTorch) {
     if (texts.empty()) return out;
-    out[0].notes.push_back({1, "no CMake file of this project does find_package(Torch): add "
-                                 "find_package(Fabric CONFIG REQUIRED) and link Fabric::fabric to the "
-                                 "training target by hand"});
+    out[0].notes.push_back({1,
+                            "no CMake file of this project does find_package(Torch): add "
+                            "find_package(Fabric CONFIG REQUIRED) and link Fabric::fabric to the "
+                            "training target by hand"});
     return out;
   }
   if (!linked && !(links && links->libTorchTargets > 0))
@@ -327,8 +330,7 @@ std::vector<std::string> cmakeListsFor(const std::vector<std::string>& sources, 
       llvm::SmallString<256> lists(dir), cache(dir);
       llvm::sys::path::append(lists, "CMakeLists.txt");
       llvm::sys::path::append(cache, "CMakeCache.txt");
-      if (llvm::sys::fs::is_regular_file(lists) && !llvm::sys::fs::exists(cache))
-        found.insert(std::string(lists));
+      if (llvm::sys::fs::is_regular_file(lists) && !llvm::sys::fs::exists(cache)) found.insert(std::string(lists));
       if (dir == root || dir.size() <= root.size()) break;
       dir = llvm::sys::path::parent_path(dir).str();
     }

@@ -107,8 +107,8 @@ bool fragmentNames(llvm::StringRef fragment, std::initializer_list<llvm::StringR
       continue;
     }
     for (llvm::StringRef prefix : prefixes)
-      if (name.starts_with(prefix) && (name.size() == prefix.size() || name[prefix.size()] == '.' ||
-                                       name[prefix.size()] == '_'))
+      if (name.starts_with(prefix) &&
+          (name.size() == prefix.size() || name[prefix.size()] == '.' || name[prefix.size()] == '_'))
         return true;
   }
   return false;

@@ -18,9 +18,9 @@ struct CodeModel {
   // A command invocation that brings LibTorch to targets that do not link
   // the Fabric runtime yet.
   struct LibTorchLink {
-    std::string file;   // absolute
-    unsigned line = 0;  // of the command's name
-    std::string command;  // "target_link_libraries", "link_libraries", or a function of the project
+    std::string file;                  // absolute
+    unsigned line = 0;                 // of the command's name
+    std::string command;               // "target_link_libraries", "link_libraries", or a function of the project
     std::vector<std::string> targets;  // the targets it brings LibTorch to
     bool onlyExecutables = true;       // all of them executables: the runtime need not propagate
     std::vector<std::string> sources;  // theirs, absolute

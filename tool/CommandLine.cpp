@@ -15,7 +15,9 @@ CommandLine::CommandLine(std::string command, std::string usage, std::string epi
     : command_(std::move(command)), usage_(std::move(usage)), epilogue_(std::move(epilogue)) {}
 
 void CommandLine::flag(std::initializer_list<const char*> names, bool& target, std::string help) {
-  options_.push_back({{names.begin(), names.end()}, "", [&target](const std::string&) {
+  options_.push_back({{names.begin(), names.end()},
+                      "",
+                      [&target](const std::string&) {
                         target = true;
                         return std::string();
                       },
@@ -24,10 +26,13 @@ void CommandLine::flag(std::initializer_list<const char*> names, bool& target, s
 
 void CommandLine::option(std::initializer_list<const char*> names, std::string valueName, std::string& target,
                          std::string help) {
-  option(names, std::move(valueName), [&target](const std::string& value) {
-    target = value;
-    return std::string();
-  }, std::move(help));
+  option(
+      names, std::move(valueName),
+      [&target](const std::string& value) {
+        target = value;
+        return std::string();
+      },
+      std::move(help));
 }
 
 void CommandLine::option(std::initializer_list<const char*> names, std::string valueName, Setter set,
@@ -37,37 +42,46 @@ void CommandLine::option(std::initializer_list<const char*> names, std::string v
 
 void CommandLine::list(std::initializer_list<const char*> names, std::string valueName,
                        std::vector<std::string>& target, std::string help, bool* given) {
-  option(names, std::move(valueName), [&target, given](const std::string& value) {
-    if (given) *given = true;
-    for (std::string& part : splitList(value)) target.push_back(std::move(part));
-    return std::string();
-  }, std::move(help));
+  option(
+      names, std::move(valueName),
+      [&target, given](const std::string& value) {
+        if (given) *given = true;
+        for (std::string& part : splitList(value)) target.push_back(std::move(part));
+        return std::string();
+      },
+      std::move(help));
 }
 
 void CommandLine::number(std::initializer_list<const char*> names, std::string valueName, double& target,
                          std::string help) {
   std::string name = *names.begin();
-  option(names, std::move(valueName), [&target, name](const std::string& value) {
-    char* end = nullptr;
-    double parsed = std::strtod(value.c_str(), &end);
-    if (end == value.c_str() || *end != '\0' || !(parsed >= 0))
-      return name + " takes a non-negative number, got '" + value + "'";
-    target = parsed;
-    return std::string();
-  }, std::move(help));
+  option(
+      names, std::move(valueName),
+      [&target, name](const std::string& value) {
+        char* end = nullptr;
+        double parsed = std::strtod(value.c_str(), &end);
+        if (end == value.c_str() || *end != '\0' || !(parsed >= 0))
+          return name + " takes a non-negative number, got '" + value + "'";
+        target = parsed;
+        return std::string();
+      },
+      std::move(help));
 }
 
 void CommandLine::number(std::initializer_list<const char*> names, std::string valueName, unsigned& target,
                          std::string help) {
   std::string name = *names.begin();
-  option(names, std::move(valueName), [&target, name](const std::string& value) {
-    char* end = nullptr;
-    double parsed = std::strtod(value.c_str(), &end);
-    if (end == value.c_str() || *end != '\0' || !(parsed >= 0) || parsed > 4e9)
-      return name + " takes a non-negative number, got '" + value + "'";
-    target = static_cast<unsigned>(parsed);
-    return std::string();
-  }, std::move(help));
+  option(
+      names, std::move(valueName),
+      [&target, name](const std::string& value) {
+        char* end = nullptr;
+        double parsed = std::strtod(value.c_str(), &end);
+        if (end == value.c_str() || *end != '\0' || !(parsed >= 0) || parsed > 4e9)
+          return name + " takes a non-negative number, got '" + value + "'";
+        target = static_cast<unsigned>(parsed);
+        return std::string();
+      },
+      std::move(help));
 }
 
 void CommandLine::positionals(std::vector<std::string>& target) { positionals_ = &target; }
@@ -167,8 +181,9 @@ std::string CommandLine::help() const {
     }
     text += row + "\n";
   }
-  if (afterDashDash_) text += "  -- <flags>" + std::string(width > 10 ? width - 10 : 0, ' ') +
-                              "  compiler flags for every source (instead of a compile_commands.json)\n";
+  if (afterDashDash_)
+    text += "  -- <flags>" + std::string(width > 10 ? width - 10 : 0, ' ') +
+            "  compiler flags for every source (instead of a compile_commands.json)\n";
   text += epilogue_;
   return text;
 }
@@ -177,13 +192,15 @@ void addCommonFlags(CommandLine& line, CommonFlags& flags, unsigned which, const
   auto words = [](const std::string& given, const char* common) { return given.empty() ? common : given; };
   if (which & kBuildPathFlag)
     line.option({"-p"}, "dir", flags.buildPath,
-                 words(help.buildPath, "build folder holding compile_commands.json; it also gives the project "
-                                       "root (the CMake source folder its CMakeCache.txt names, else the "
-                                       "database's common folder)"));
+                words(help.buildPath,
+                      "build folder holding compile_commands.json; it also gives the project "
+                      "root (the CMake source folder its CMakeCache.txt names, else the "
+                      "database's common folder)"));
   if (which & kRootFlag)
     line.option({"--root"}, "dir", flags.root,
-                words(help.root, "project root (default: from -p, else the inputs' common folder); nothing "
-                                 "outside it is edited or written"));
+                words(help.root,
+                      "project root (default: from -p, else the inputs' common folder); nothing "
+                      "outside it is edited or written"));
   if (which & kPchCacheFlag)
     line.option({"--pch-cache"}, "dir", flags.pchCache,
                 "where precompiled LibTorch headers are cached (default: $FABRICIZE_CACHE_DIR or "

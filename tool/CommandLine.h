@@ -27,16 +27,14 @@ class CommandLine {
   using Setter = std::function<std::string(const std::string& value)>;
 
   void flag(std::initializer_list<const char*> names, bool& target, std::string help);
-  void option(std::initializer_list<const char*> names, std::string valueName, std::string& target,
-              std::string help);
+  void option(std::initializer_list<const char*> names, std::string valueName, std::string& target, std::string help);
   void option(std::initializer_list<const char*> names, std::string valueName, Setter set, std::string help);
   // Given more than once, the values add up; a comma list gives several.
   void list(std::initializer_list<const char*> names, std::string valueName, std::vector<std::string>& target,
             std::string help, bool* given = nullptr);
   // A non-negative number (verify's tolerances and counts).
   void number(std::initializer_list<const char*> names, std::string valueName, double& target, std::string help);
-  void number(std::initializer_list<const char*> names, std::string valueName, unsigned& target,
-              std::string help);
+  void number(std::initializer_list<const char*> names, std::string valueName, unsigned& target, std::string help);
   // Words that are not options.
   void positionals(std::vector<std::string>& target);
   // Everything after `--` (compiler flags); `given` says whether `--` was.
@@ -72,15 +70,15 @@ class CommandLine {
 
 // The flags the analysing subcommands share, as given.
 struct CommonFlags {
-  std::string buildPath;    // -p: the build folder holding compile_commands.json
-  std::string root;         // --root
-  bool noPch = false;       // --no-pch
-  std::string pchCache;     // --pch-cache: where the LibTorch PCHs are cached
-  std::string pchCacheSize; // --pch-cache-size (MiB)
-  std::string jobs;         // -j
-  std::string queryDriver;  // --query-driver (globs)
+  std::string buildPath;     // -p: the build folder holding compile_commands.json
+  std::string root;          // --root
+  bool noPch = false;        // --no-pch
+  std::string pchCache;      // --pch-cache: where the LibTorch PCHs are cached
+  std::string pchCacheSize;  // --pch-cache-size (MiB)
+  std::string jobs;          // -j
+  std::string queryDriver;   // --query-driver (globs)
   bool noQueryDriver = false;
-  bool verbose = false;     // --verbose
+  bool verbose = false;                    // --verbose
   std::vector<std::string> compilerFlags;  // after `--`
   bool sawDashDash = false;
 };
@@ -89,8 +87,8 @@ struct CommonFlags {
 enum CommonFlag : unsigned {
   kBuildPathFlag = 1u << 0,
   kRootFlag = 1u << 1,
-  kPchFlags = 1u << 2,     // --no-pch, --pch-cache-size
-  kPchCacheFlag = 1u << 3, // --pch-cache
+  kPchFlags = 1u << 2,      // --no-pch, --pch-cache-size
+  kPchCacheFlag = 1u << 3,  // --pch-cache
   kJobsFlag = 1u << 4,
   kQueryDriverFlags = 1u << 5,
   kVerboseFlag = 1u << 6,
@@ -105,9 +103,9 @@ void addCommonFlags(CommandLine& line, CommonFlags& flags, unsigned which, const
 
 // The common flags checked and turned into settings.
 struct CommonSettings {
-  unsigned jobs = 1;          // -j, else the machine's cores
-  uint64_t pchCacheMiB = 0;   // --pch-cache-size, else $FABRICIZE_PCH_CACHE_MB, else the default
-  DriverQueryOptions query;   // --query-driver, --no-query-driver, --verbose
+  unsigned jobs = 1;         // -j, else the machine's cores
+  uint64_t pchCacheMiB = 0;  // --pch-cache-size, else $FABRICIZE_PCH_CACHE_MB, else the default
+  DriverQueryOptions query;  // --query-driver, --no-query-driver, --verbose
 };
 // False with `error` set when a flag's value is wrong.
 bool resolveCommonFlags(const CommonFlags& flags, CommonSettings& settings, std::string& error);

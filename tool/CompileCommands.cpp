@@ -11,8 +11,8 @@ namespace {
 
 bool isHeader(llvm::StringRef file) {
   llvm::StringRef extension = llvm::sys::path::extension(file);
-  return extension == ".h" || extension == ".hh" || extension == ".hpp" || extension == ".hxx" ||
-         extension == ".cuh" || extension == ".inl";
+  return extension == ".h" || extension == ".hh" || extension == ".hpp" || extension == ".hxx" || extension == ".cuh" ||
+         extension == ".inl";
 }
 
 // A compile_commands.json (or compile_flags.txt) found for the file is used
@@ -38,9 +38,11 @@ class DetectedOrDefaultDatabase : public clang::tooling::CompilationDatabase {
 
 }  // namespace
 
-std::unique_ptr<clang::tooling::CompilationDatabase> explicitDatabase(
-    bool sawDashDash, const std::vector<std::string>& flags, const std::string& buildPath,
-    const DriverQueryOptions& query, std::string& error) {
+std::unique_ptr<clang::tooling::CompilationDatabase> explicitDatabase(bool sawDashDash,
+                                                                      const std::vector<std::string>& flags,
+                                                                      const std::string& buildPath,
+                                                                      const DriverQueryOptions& query,
+                                                                      std::string& error) {
   error.clear();
   if (sawDashDash) return std::make_unique<clang::tooling::FixedCompilationDatabase>(".", flags);
   if (buildPath.empty()) return nullptr;
@@ -50,8 +52,7 @@ std::unique_ptr<clang::tooling::CompilationDatabase> explicitDatabase(
   return withDriverIncludes(std::move(database), query);
 }
 
-std::unique_ptr<clang::tooling::CompilationDatabase> findDatabaseFor(const std::string& file,
-                                                                     std::string& foundIn) {
+std::unique_ptr<clang::tooling::CompilationDatabase> findDatabaseFor(const std::string& file, std::string& foundIn) {
   llvm::SmallString<256> folder(file);
   llvm::sys::fs::make_absolute(folder);
   llvm::sys::path::remove_filename(folder);

@@ -20,9 +20,11 @@ namespace fabricize {
 // `buildPath` is set). Null with an empty `error` when neither was given;
 // null with `error` set when -p cannot be read. Commands a GCC ran get
 // GCC's own include folders (QueryDriver.h).
-std::unique_ptr<clang::tooling::CompilationDatabase> explicitDatabase(
-    bool sawDashDash, const std::vector<std::string>& flags, const std::string& buildPath,
-    const DriverQueryOptions& query, std::string& error);
+std::unique_ptr<clang::tooling::CompilationDatabase> explicitDatabase(bool sawDashDash,
+                                                                      const std::vector<std::string>& flags,
+                                                                      const std::string& buildPath,
+                                                                      const DriverQueryOptions& query,
+                                                                      std::string& error);
 
 // The compile commands for a file opened on its own (lint without -p, the
 // language server), found as clangd finds them: compile_commands.json or
@@ -37,8 +39,7 @@ std::unique_ptr<clang::tooling::CompilationDatabase> databaseFor(const std::stri
 
 // The nearest compile commands for `file` (clangd's search above), and the
 // folder they were found in; null when there are none.
-std::unique_ptr<clang::tooling::CompilationDatabase> findDatabaseFor(const std::string& file,
-                                                                     std::string& foundIn);
+std::unique_ptr<clang::tooling::CompilationDatabase> findDatabaseFor(const std::string& file, std::string& foundIn);
 
 // The driver query every front end runs with: Clang's builtin headers.
 DriverQueryOptions defaultDriverQuery();

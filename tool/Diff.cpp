@@ -98,8 +98,7 @@ std::string unifiedDiff(const std::string& original, const std::vector<TextEdit>
     std::string newText = applyEdits(oldText, local);
     std::vector<std::string> a = splitLines(oldText), b = splitLines(newText);
     out += "@@ -" + std::to_string(a.empty() ? first : first + 1) + "," + std::to_string(a.size()) + " +" +
-           std::to_string(b.empty() ? first + shift : first + 1 + shift) + "," + std::to_string(b.size()) +
-           " @@\n";
+           std::to_string(b.empty() ? first + shift : first + 1 + shift) + "," + std::to_string(b.size()) + " @@\n";
     for (const Op& op : diffLines(a, b)) {
       out += op.kind;
       out += op.line;

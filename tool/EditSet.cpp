@@ -69,8 +69,7 @@ TextEdit widenRemovalToLine(const std::string& text, TextEdit edit) {
     return edit;
   }
   size_t lineEnd = end;
-  while (lineEnd < text.size() && (text[lineEnd] == ' ' || text[lineEnd] == '\t' || text[lineEnd] == '\r'))
-    ++lineEnd;
+  while (lineEnd < text.size() && (text[lineEnd] == ' ' || text[lineEnd] == '\t' || text[lineEnd] == '\r')) ++lineEnd;
   if (lineEnd < text.size() && text[lineEnd] != '\n') return edit;
   if (lineEnd < text.size()) ++lineEnd;  // the newline itself
   edit.offset = static_cast<unsigned>(lineStart);
@@ -152,9 +151,8 @@ bool includeInsertion(const std::string& text, const std::string& header, TextEd
   while (std::getline(lines, line)) {
     size_t next = offset + line.size() + 1;
     if (offset == 0 && bom) line.erase(0, bom);
-    std::string trimmed = line.substr(line.find_first_not_of(" \t") == std::string::npos
-                                          ? line.size()
-                                          : line.find_first_not_of(" \t"));
+    std::string trimmed =
+        line.substr(line.find_first_not_of(" \t") == std::string::npos ? line.size() : line.find_first_not_of(" \t"));
     if (trimmed.rfind("#include", 0) == 0) {
       if (trimmed.find("<" + header + ">") != std::string::npos ||
           trimmed.find("\"" + header + "\"") != std::string::npos)

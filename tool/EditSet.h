@@ -55,8 +55,8 @@ bool refersToRuntime(const std::string& replacement);
 // endings matched. Conflicts and the merged edits that were applied are
 // returned on request.
 std::string renderFixed(const std::string& original, const std::vector<TextEdit>& edits, bool wantsInclude,
-                        std::vector<EditConflict>* conflicts = nullptr,
-                        std::vector<TextEdit>* applied = nullptr, bool includedThroughHeader = false);
+                        std::vector<EditConflict>* conflicts = nullptr, std::vector<TextEdit>* applied = nullptr,
+                        bool includedThroughHeader = false);
 
 // 1-based line and column of `offset` in `text`.
 void lineAndColumn(const std::string& text, unsigned offset, unsigned& line, unsigned& column);

@@ -1,36 +1,22 @@
 #include "Engine.h"
 
 #include "MatchRecording.h"
+#include "UnitParse.h"
 
 #include "Pch.h"
-#include "Preamble.h"
-#include "Edits.h"
-#include "Matchers.h"
 #include "Threading.h"
 #include "Vendored.h"
 
-#include "clang/AST/ASTContext.h"
 #include "clang/ASTMatchers/ASTMatchFinder.h"
 #include "clang/Basic/SourceManager.h"
-#include "clang/Frontend/CompilerInstance.h"
-#include "clang/Frontend/FrontendActions.h"
-#include "clang/Lex/HeaderSearchOptions.h"
-#include "clang/Tooling/Tooling.h"
 #include "clang/Tooling/Transformer/RewriteRule.h"
-#include "clang/Basic/Diagnostic.h"
-#include "llvm/Support/FileSystem.h"
-#include "llvm/Support/MD5.h"
-#include "llvm/Support/MemoryBuffer.h"
-#include "llvm/Support/Path.h"
-#include "llvm/Support/VirtualFileSystem.h"
-#include "llvm/Support/raw_ostream.h"
 
 #include <atomic>
 #include <map>
-#include <chrono>
-#include <tuple>
 #include <mutex>
+#include <set>
 #include <thread>
+#include <tuple>
 
 namespace fabricize {
 
@@ -38,36 +24,6 @@ using namespace clang;
 using namespace clang::ast_matchers;
 
 namespace {
-
-std::string realPath(llvm::StringRef path) {
-  llvm::SmallString<256> real;
-  if (llvm::sys::fs::real_path(path, real)) return path.str();
-  return std::string(real);
-}
-
-// A file's real path as its translation unit resolved it: names relative to
-// the compile command's directory resolve there, not in this process's
-// working directory (each worker's file system has its own).
-std::string realPathOf(FileEntryRef entry) {
-  llvm::StringRef real = entry.getFileEntry().tryGetRealPathName();
-  return real.empty() ? realPath(entry.getName()) : realPath(real);
-}
-
-// The main file for a declaration preamble's copy of it (the declarations
-// above the edited one were parsed there; Preamble.h), else `file`: edits
-// and findings there are the main file's, at the same offsets.
-FileID mainFileOf(const SourceManager& sm, FileID file) {
-  if (file == sm.getMainFileID() || file.isInvalid()) return file;
-  OptionalFileEntryRef entry = sm.getFileEntryRefForID(file);
-  OptionalFileEntryRef main = sm.getFileEntryRefForID(sm.getMainFileID());
-  return entry && main && &entry->getFileEntry() == &main->getFileEntry() ? sm.getMainFileID() : file;
-}
-
-bool isUnder(const std::string& path, const std::string& root) {
-  if (root.empty()) return true;
-  if (path.size() <= root.size() || path.compare(0, root.size(), root) != 0) return false;
-  return path[root.size()] == '/';
-}
 
 // Whether a file is third-party code the project carries (Vendored.h),
 // asked once per file.
@@ -79,15 +35,6 @@ bool isVendored(const std::string& path, const std::string& root, llvm::StringRe
   if (inserted) entry->second = isVendoredFile(path, root, text);
   return entry->second;
 }
-
-// What the engine knows of the translation unit being matched.
-struct UnitFacts {
-  // Its compile command reaches LibTorch's headers (its target links
-  // LibTorch, and so the runtime once migrated): an edit that brings the
-  // runtime into code no training code holds (a logger class's file) can go
-  // there; in a tool of the project that has no LibTorch it could not build.
-  bool reachesLibTorch = true;
-};
 
 // A match as the callback records it: the RuleMatch the front ends see,
 // plus what the engine needs to finish it once every TU has been matched.
@@ -145,8 +92,7 @@ class RuleCallback : public MatchFinder::MatchCallback {
   bool inProject(const SourceManager& sm, SourceLocation loc) {
     FileID file = sm.getFileID(sm.getExpansionLoc(loc));
     std::string path = pathOf(sm, file);
-    return isUnder(path, options_.projectRoot) &&
-           !isVendored(path, options_.projectRoot, sm.getBufferData(file));
+    return isUnder(path, options_.projectRoot) && !isVendored(path, options_.projectRoot, sm.getBufferData(file));
   }
   std::string pathOf(const SourceManager& sm, FileID file) {
     auto entry = sm.getFileEntryRefForID(file);
@@ -164,8 +110,8 @@ class RuleCallback : public MatchFinder::MatchCallback {
     Finding finding{rule_.id, pathOf(sm, sm.getFileID(loc)), sm.getExpansionLineNumber(loc),
                     sm.getExpansionColumnNumber(loc), std::move(message)};
     for (const Finding& seen : out_.findings)  // headers are seen once per TU
-      if (seen.ruleId == finding.ruleId && seen.file == finding.file &&
-          seen.line == finding.line && seen.column == finding.column)
+      if (seen.ruleId == finding.ruleId && seen.file == finding.file && seen.line == finding.line &&
+          seen.column == finding.column)
         return;
     out_.findings.push_back(std::move(finding));
   }
@@ -186,8 +132,9 @@ void finishMatches(std::vector<PendingMatch> pending, EngineResult& out, bool wh
   std::vector<PendingMatch> unique;
   std::set<std::tuple<std::string, std::string, unsigned, unsigned, std::string>> seen;
   for (PendingMatch& p : pending) {
-    std::string firstEdit = p.match.edits.empty() ? "" : std::to_string(p.match.edits.front().offset) + ":" +
-                                                             p.match.edits.front().replacement;
+    std::string firstEdit =
+        p.match.edits.empty() ? ""
+                              : std::to_string(p.match.edits.front().offset) + ":" + p.match.edits.front().replacement;
     if (seen.insert({p.match.ruleId, p.match.file, p.match.line, p.match.column, firstEdit}).second)
       unique.push_back(std::move(p));
   }
@@ -214,150 +161,13 @@ void finishMatches(std::vector<PendingMatch> pending, EngineResult& out, bool wh
     if (match.reportOnly) {
       bool known = false;
       for (const Finding& f : out.findings)
-        known = known || (f.ruleId == match.ruleId && f.file == match.file && f.line == match.line &&
-                          f.column == match.column);
+        known = known ||
+                (f.ruleId == match.ruleId && f.file == match.file && f.line == match.line && f.column == match.column);
       if (!known) out.findings.push_back({match.ruleId, match.file, match.line, match.column, match.explanation});
     }
     if (!match.edits.empty() || match.reportOnly) out.matches.push_back(std::move(match));
   }
 }
-
-// Swallows diagnostics (of an attempt that will be retried) but still counts
-// errors, so the attempt is known to have failed.
-// It also notices when the PCH itself was the problem (a header changed
-// since it was built), so the PCH is rebuilt rather than skipped forever.
-class CountingSilentDiagConsumer : public DiagnosticConsumer {
- public:
-  void HandleDiagnostic(DiagnosticsEngine::Level level, const Diagnostic& info) override {
-    DiagnosticConsumer::HandleDiagnostic(level, info);
-    if (level < DiagnosticsEngine::Error) return;
-    llvm::SmallString<256> message;
-    info.FormatDiagnostic(message);
-    if (llvm::StringRef(message).contains("precompiled header")) {
-      stalePch = true;
-      return;
-    }
-    if (info.hasSourceManager() && info.getLocation().isValid() &&
-        !info.getSourceManager().isInSystemHeader(info.getSourceManager().getExpansionLoc(info.getLocation())))
-      ownError = true;
-  }
-  bool stalePch = false;
-  bool ownError = false;  // an error in the user's files (not LibTorch's, not the PCH's)
-};
-
-// Stale PCHs rebuilt in this run, once each even when several workers saw it.
-std::mutex rebuildLock;
-std::set<std::string> rebuiltPchs;
-
-// Matches only the declarations the source itself parsed (not what came
-// from a PCH or a system header): that is what makes a PCH pay off, as
-// clangd does with its preamble.
-class OwnDeclarationsConsumer : public ASTConsumer {
- public:
-  OwnDeclarationsConsumer(MatchFinder& finder, CompilerInstance& ci, const std::atomic<bool>* cancelled,
-                          PreambleCache* preambles)
-      : finder_(finder), ci_(ci), sm_(ci.getSourceManager()), cancelled_(cancelled), preambles_(preambles) {}
-  // No rule looks inside the functions of system headers (LibTorch's
-  // thousands of inline bodies): Sema skips them, as clangd does for its
-  // preambles. It never skips what the types of the user's code depend on
-  // (constexpr functions, deduced return types).
-  bool shouldSkipFunctionBody(Decl* d) override {
-    return isCancelled() || sm_.isInSystemHeader(sm_.getExpansionLoc(d->getLocation()));
-  }
-  // False stops the parse: a cancelled analysis ends at the next declaration.
-  bool HandleTopLevelDecl(DeclGroupRef group) override {
-    for (Decl* d : group) own_.push_back(d);
-    return !isCancelled();
-  }
-  void HandleTranslationUnit(ASTContext& context) override {
-    if (isCancelled()) return;
-    const SourceManager& sm = context.getSourceManager();
-    // The project's headers a preamble held first, as a parse meets them.
-    std::vector<Decl*> scope = preambleProjectDeclarations(ci_);
-    for (Decl* d : own_)
-      if (!sm.isInSystemHeader(sm.getExpansionLoc(d->getLocation()))) scope.push_back(d);
-    if (preambles_ && !ci_.getDiagnostics().hasErrorOccurred()) noteDeclarations(scope);
-    context.setTraversalScope(scope);
-    finder_.matchAST(context);
-  }
-
- private:
-  bool isCancelled() const { return cancelled_ && cancelled_->load(std::memory_order_relaxed); }
-
-  // Where the main file's top-level declarations are, for the next edit's
-  // declaration preamble (Preamble.h). Those a declaration preamble held
-  // are in its copy of the main file.
-  void noteDeclarations(const std::vector<Decl*>& scope) {
-    if (ci_.getFrontendOpts().Inputs.size() != 1) return;
-    std::vector<DeclarationSpan> spans;
-    for (Decl* d : scope) {
-      // Inside `extern "C" { ... }` is no place to end a preamble.
-      if (!d->getLexicalDeclContext()->isTranslationUnit()) continue;
-      SourceLocation begin = sm_.getExpansionLoc(d->getBeginLoc());
-      SourceLocation last = sm_.getExpansionLoc(d->getEndLoc());
-      FileID file = sm_.getFileID(begin);
-      if (mainFileOf(sm_, file) != sm_.getMainFileID() || mainFileOf(sm_, sm_.getFileID(last)) != sm_.getMainFileID())
-        continue;
-      spans.push_back({sm_.getFileOffset(begin), sm_.getFileOffset(last)});
-    }
-    preambles_->noteDeclarations(ci_.getFrontendOpts().Inputs[0].getFile().str(),
-                                 sm_.getBufferData(sm_.getMainFileID()).str(), std::move(spans));
-  }
-
-  MatchFinder& finder_;
-  CompilerInstance& ci_;
-  const SourceManager& sm_;
-  const std::atomic<bool>* cancelled_;
-  PreambleCache* preambles_;  // set: the parse used a preamble, whose next boundary is noted
-  std::vector<Decl*> own_;
-};
-
-// Each TU's edits are kept only if the TU compiled: a file that does not
-// parse must not be half-migrated.
-class RecordingAction : public ASTFrontendAction {
- public:
-  RecordingAction(MatchFinder& finder, bool& failed, const std::string& root, std::set<std::string>& read,
-                  bool& definesMain, const std::atomic<bool>* cancelled, PreambleCache* preambles, UnitFacts& unit)
-      : finder_(finder), failed_(failed), root_(root), read_(read), definesMain_(definesMain),
-        cancelled_(cancelled), preambles_(preambles), unit_(unit) {}
-  bool BeginInvocation(CompilerInstance& ci) override {
-    ci.getFrontendOpts().SkipFunctionBodies = true;  // asks the consumer, body by body
-    unit_.reachesLibTorch = false;
-    for (const HeaderSearchOptions::Entry& entry : ci.getHeaderSearchOpts().UserEntries)
-      unit_.reachesLibTorch = unit_.reachesLibTorch || llvm::sys::fs::exists(entry.Path + "/torch/torch.h");
-    return true;
-  }
-  std::unique_ptr<ASTConsumer> CreateASTConsumer(CompilerInstance& ci, llvm::StringRef) override {
-    return std::make_unique<OwnDeclarationsConsumer>(finder_, ci, cancelled_, preambles_);
-  }
-  // Called only when the source was actually processed: a PCH or file that
-  // cannot be loaded never gets here, and counts as a failure.
-  void EndSourceFileAction() override {
-    if (!getCompilerInstance().getDiagnostics().hasErrorOccurred()) failed_ = false;
-    // A program's main: then every call of the project's functions is in
-    // the matched code (Threading.h, wholeProgram).
-    if (getCompilerInstance().hasASTContext())
-      for (Decl* d : getCompilerInstance().getASTContext().getTraversalScope())
-        if (const auto* function = dyn_cast<FunctionDecl>(d); function && function->isMain() && function->hasBody())
-          definesMain_ = true;
-    // The project's files this TU read: a mirrored output tree needs them.
-    const SourceManager& sm = getCompilerInstance().getSourceManager();
-    for (auto it = sm.fileinfo_begin(); it != sm.fileinfo_end(); ++it) {
-      std::string path = realPathOf(it->first);
-      if (isUnder(path, root_)) read_.insert(path);
-    }
-  }
-
- private:
-  MatchFinder& finder_;
-  bool& failed_;
-  const std::string& root_;
-  std::set<std::string>& read_;
-  bool& definesMain_;
-  const std::atomic<bool>* cancelled_;
-  PreambleCache* preambles_;
-  UnitFacts& unit_;
-};
 
 // One translation unit through the catalogue: its files and findings, and
 // its matches, finished once every TU has been matched.
@@ -367,13 +177,11 @@ struct SourceResult {
   bool definesMain = false;
 };
 SourceResult runOne(const std::vector<Rule>& catalogue, const tooling::CompilationDatabase& database,
-                    const std::string& source, const std::optional<std::string>& pch,
-                    const EngineOptions& options);
+                    const std::string& source, const std::optional<std::string>& pch, const EngineOptions& options);
 
 }  // namespace
 
-EngineResult runRules(const std::vector<Rule>& catalogue,
-                      const tooling::CompilationDatabase& database,
+EngineResult runRules(const std::vector<Rule>& catalogue, const tooling::CompilationDatabase& database,
                       const std::vector<std::string>& sources, const EngineOptions& options) {
   // PCHs first, one source at a time: two workers must not build the same one.
   std::vector<std::optional<std::string>> pchs;
@@ -435,136 +243,34 @@ EngineResult runRules(const std::vector<Rule>& catalogue,
 namespace {
 
 SourceResult runOne(const std::vector<Rule>& catalogue, const tooling::CompilationDatabase& database,
-                    const std::string& source, const std::optional<std::string>& cachedPch,
-                    const EngineOptions& options) {
-    EngineResult perSource;
-    std::vector<PendingMatch> pending;
-    bool definesMain = false;
-    // With a PCH first; a PCH the compiler rejects (headers changed since)
-    // falls back to a plain parse.
-    bool failed = true;
-    CountingSilentDiagConsumer quiet;
-    std::optional<std::string> pch = cachedPch;
-    for (int attempt : {0, 1, 2}) {  // PCH, rebuilt PCH (if it was stale), plain
-      bool usePch = attempt < 2;
-      if (usePch && !pch) continue;
-      if (attempt == 1) {
-        if (!quiet.stalePch) continue;
-        std::lock_guard<std::mutex> lock(rebuildLock);
-        if (rebuiltPchs.insert(*pch).second) {
-          llvm::sys::fs::remove(*pch);
-          auto commands = database.getCompileCommands(source);
-          pch = commands.empty() ? std::nullopt : torchPchFor(source, commands.front(), options.pch);
-          if (!pch) continue;
-        }
-        quiet.stalePch = false;
-      }
-      perSource = EngineResult();
-      quiet.ownError = false;
-      pending.clear();
-      definesMain = false;
-      failed = true;  // until the action reports a clean parse
-      // Its own working directory: ClangTool changes it to the command's, and
-      // the process-wide one is shared by the workers.
-      tooling::ClangTool tool(database, {source}, std::make_shared<PCHContainerOperations>(),
-                              llvm::vfs::createPhysicalFileSystem());
-      for (const auto& [path, text] : options.unsavedFiles) tool.mapVirtualFile(path, text);
-      if (!options.resourceDir.empty())
-        tool.appendArgumentsAdjuster(tooling::getInsertArgumentAdjuster(
-            ("-resource-dir=" + options.resourceDir).c_str(), tooling::ArgumentInsertPosition::BEGIN));
-      std::vector<std::string> extra = options.extraArguments;
-      // No "N errors generated." from an attempt that will be retried.
-      if (usePch) extra.insert(extra.end(), {"-include-pch", *pch, "-fno-caret-diagnostics"});
-      if (!extra.empty())
-        tool.appendArgumentsAdjuster(
-            tooling::getInsertArgumentAdjuster(extra, tooling::ArgumentInsertPosition::END));
-      if (usePch) {
-        // A stale PCH is not the user's error: stay quiet and retry plainly.
-        tool.setDiagnosticConsumer(&quiet);
-        tool.setPrintErrorMessage(false);
-      }
-      std::vector<std::unique_ptr<RuleCallback>> callbacks;
-      MatchFinder finder;
-      UnitFacts unit;
-      for (size_t i = 0; i < catalogue.size(); ++i) {
-        callbacks.push_back(std::make_unique<RuleCallback>(catalogue[i], i, options, perSource, pending, unit));
-        for (const auto& matcher : transformer::detail::buildMatchers(catalogue[i].rule))
-          finder.addDynamicMatcher(matcher, callbacks.back().get());
-      }
-      struct Factory : tooling::FrontendActionFactory {
-        MatchFinder& finder;
-        bool& failed;
-        const std::string& root;
-        std::set<std::string>& read;
-        bool& definesMain;
-        const std::atomic<bool>* cancelled;
-        PreambleCache* preambles = nullptr;  // with the LibTorch PCH only: the preamble is chained on it
-        std::string otherBuffers;
-        PreambleReport preambleReport;
-        UnitFacts& unit;
-        Factory(MatchFinder& f, bool& x, const std::string& r, std::set<std::string>& files, bool& main,
-                const std::atomic<bool>* c, UnitFacts& u)
-            : finder(f), failed(x), root(r), read(files), definesMain(main), cancelled(c), unit(u) {}
-        std::unique_ptr<FrontendAction> create() override {
-          return std::make_unique<RecordingAction>(finder, failed, root, read, definesMain, cancelled,
-                                                   preambleReport.use == PreambleUse::None ? nullptr : preambles, unit);
-        }
-        bool runInvocation(std::shared_ptr<CompilerInvocation> invocation, FileManager* files,
-                           std::shared_ptr<PCHContainerOperations> pchOperations,
-                           DiagnosticConsumer* diagnostics) override {
-          std::shared_ptr<const PrecompiledPreamble> preamble;
-          if (preambles && invocation->getFrontendOpts().Inputs.size() == 1) {
-            // The text as the parse will read it: the editor's, through the overlay.
-            llvm::StringRef input = invocation->getFrontendOpts().Inputs[0].getFile();
-            if (auto text = files->getVirtualFileSystem().getBufferForFile(input)) {
-              auto started = std::chrono::steady_clock::now();
-              preamble = preambles->get(*invocation, (*text)->getBuffer(), files->getVirtualFileSystemPtr(),
-                                        otherBuffers, cancelled, &preambleReport);
-              preambleReport.ms =
-                  std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
-              if (preamble) {
-                auto fs = files->getVirtualFileSystemPtr();
-                // The compiler instance owns the main buffer it is given.
-                preamble->AddImplicitPreamble(
-                    *invocation, fs, llvm::MemoryBuffer::getMemBufferCopy((*text)->getBuffer(), input).release());
-              }
-            }
-          }
-          // `preamble` (a temporary file) outlives the parse that reads it.
-          return FrontendActionFactory::runInvocation(std::move(invocation), files, std::move(pchOperations),
-                                                      diagnostics);
-        }
-      } factory(finder, failed, options.projectRoot, perSource.projectFiles, definesMain, options.cancelled, unit);
-      if (usePch && options.preambles) {
-        factory.preambles = options.preambles;
-        for (const auto& [path, text] : options.unsavedFiles)
-          if (path != source) {
-            llvm::MD5::MD5Result hash = llvm::MD5::hash(llvm::arrayRefFromStringRef(text));
-            factory.otherBuffers += path + "=" + hash.digest().str().str() + "\n";
-          }
-      }
-      if (tool.run(&factory) != 0) failed = true;  // e.g. a compile command that cannot run
-      perSource.preamble = factory.preambleReport;
-      if (options.cancelled && options.cancelled->load()) {
-        SourceResult stopped;
-        stopped.result.cancelled = true;
-        return stopped;
-      }
-      if (!failed) break;
-      // An editor's text mid-edit: its own errors are its own, and a parse
-      // without the PCH (seconds with LibTorch) would only confirm them.
-      if (usePch && !options.retryWithoutPch && !quiet.stalePch && quiet.ownError) break;
-      if (usePch && options.pch.verbose)
-        llvm::errs() << "fabricize: " << source << ": the PCH " << *pch << " was not accepted"
-                     << (quiet.stalePch ? " (stale)" : "") << "; trying again\n";
+                    const std::string& source, const std::optional<std::string>& pch, const EngineOptions& options) {
+  SourceResult one;
+  std::vector<std::unique_ptr<RuleCallback>> callbacks;
+  auto beginAttempt = [&](MatchFinder& finder, const UnitFacts& unit) {
+    one = SourceResult();
+    callbacks.clear();
+    for (size_t i = 0; i < catalogue.size(); ++i) {
+      callbacks.push_back(std::make_unique<RuleCallback>(catalogue[i], i, options, one.result, one.pending, unit));
+      for (const auto& matcher : transformer::detail::buildMatchers(catalogue[i].rule))
+        finder.addDynamicMatcher(matcher, callbacks.back().get());
     }
-    if (failed) {
-      SourceResult broken;
-      broken.result.failedSources.push_back(source);
-      broken.result.preamble = perSource.preamble;
-      return broken;
-    }
-    return {std::move(perSource), std::move(pending), definesMain};
+  };
+  ParsedUnit parsed = parseAndMatch(database, source, pch, options, beginAttempt);
+  if (parsed.cancelled) {
+    SourceResult stopped;
+    stopped.result.cancelled = true;
+    return stopped;
+  }
+  if (parsed.failed) {
+    SourceResult broken;
+    broken.result.failedSources.push_back(source);
+    broken.result.preamble = parsed.preamble;
+    return broken;
+  }
+  one.result.projectFiles = std::move(parsed.projectFiles);
+  one.result.preamble = parsed.preamble;
+  one.definesMain = parsed.definesMain;
+  return one;
 }
 
 }  // namespace

@@ -51,8 +51,8 @@ std::map<std::string, RenderedFile> renderMigration(const std::map<std::string, 
     bool provides = through;
     if (file != files.end()) {
       RenderedFile r;
-      r.text = renderFixed(file->second.original, file->second.edits, file->second.wantsInclude,
-                           &r.merged.conflicts, &r.merged.edits, through);
+      r.text = renderFixed(file->second.original, file->second.edits, file->second.wantsInclude, &r.merged.conflicts,
+                           &r.merged.edits, through);
       provides = provides || r.text.find("<fabric/fabric.h>") != std::string::npos;
       rendered[path] = std::move(r);
     } else {

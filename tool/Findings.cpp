@@ -15,8 +15,7 @@ namespace fabricize {
 
 std::vector<LintFinding> findingsOf(const EngineResult& result) {
   std::vector<LintFinding> all;
-  for (const RuleMatch& m : result.matches)
-    all.push_back({m.ruleId, m.file, m.line, m.column, m.explanation, m.edits});
+  for (const RuleMatch& m : result.matches) all.push_back({m.ruleId, m.file, m.line, m.column, m.explanation, m.edits});
   for (const Finding& f : result.findings) {
     bool isMatch = false;
     for (const RuleMatch& m : result.matches)
@@ -59,10 +58,25 @@ bool mayMatchAnyRule(const std::string& text) {
   // The names the catalogue's matchers look for (rewrite-rules/*.cpp). Kept
   // here until Rule carries its own trigger names; a rule matching a name not
   // listed would be missed in files that mention none of these.
-  static const std::set<std::string> triggers = {
-      "backward", "to", "save", "load", "cout", "printf", "main", "launch", "setup", "parameters",
-      "named_parameters", "make_data_loader", "data_parallel", "device", "Device", "DeviceType",
-      "is_available", "Fabric", "fabric"};
+  static const std::set<std::string> triggers = {"backward",
+                                                 "to",
+                                                 "save",
+                                                 "load",
+                                                 "cout",
+                                                 "printf",
+                                                 "main",
+                                                 "launch",
+                                                 "setup",
+                                                 "parameters",
+                                                 "named_parameters",
+                                                 "make_data_loader",
+                                                 "data_parallel",
+                                                 "device",
+                                                 "Device",
+                                                 "DeviceType",
+                                                 "is_available",
+                                                 "Fabric",
+                                                 "fabric"};
   for (size_t i = 0; i < text.size();) {
     unsigned char c = text[i];
     if (!(std::isalpha(c) || c == '_')) {

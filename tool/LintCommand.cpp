@@ -72,12 +72,18 @@ std::string fileUri(const std::string& path) {
 std::string githubEscape(const std::string& s, bool property) {
   std::string out;
   for (char c : s) {
-    if (c == '%') out += "%25";
-    else if (c == '\r') out += "%0D";
-    else if (c == '\n') out += "%0A";
-    else if (property && c == ':') out += "%3A";
-    else if (property && c == ',') out += "%2C";
-    else out += c;
+    if (c == '%')
+      out += "%25";
+    else if (c == '\r')
+      out += "%0D";
+    else if (c == '\n')
+      out += "%0A";
+    else if (property && c == ':')
+      out += "%3A";
+    else if (property && c == ',')
+      out += "%2C";
+    else
+      out += c;
   }
   return out;
 }
@@ -85,9 +91,12 @@ std::string githubEscape(const std::string& s, bool property) {
 std::string quoted(const std::string& s) {
   std::string out = "\"";
   for (char c : s) {
-    if (c == '\n') out += "\\n";
-    else if (c == '"' || c == '\\') out += std::string("\\") + c;
-    else out += c;
+    if (c == '\n')
+      out += "\\n";
+    else if (c == '"' || c == '\\')
+      out += std::string("\\") + c;
+    else
+      out += c;
   }
   return out + "\"";
 }
@@ -148,7 +157,8 @@ int runLint(int argc, const char** argv) {
     return kError;
   };
   CommandLine line("fabricize lint", kUsage, kExitCodes);
-  addCommonFlags(line, common, kBuildPathFlag, {"build folder holding compile_commands.json (no paths: lint all it lists)"});
+  addCommonFlags(line, common, kBuildPathFlag,
+                 {"build folder holding compile_commands.json (no paths: lint all it lists)"});
   line.option({"--format"}, "f", format, "text (default), json, sarif, github");
   line.option({"--output-file"}, "f", outputFile, "write the report to <f> instead of stdout");
   line.list({"--select"}, "ids", cliSelect, "only these rules (comma list of ids or prefixes)", &sawSelect);
@@ -160,9 +170,12 @@ int runLint(int argc, const char** argv) {
   line.positionals(paths);
   std::string error;
   switch (line.parse(argc, argv, error)) {
-    case CommandLine::Outcome::HelpShown: return kClean;
-    case CommandLine::Outcome::Error: return fail(error);
-    case CommandLine::Outcome::Run: break;
+    case CommandLine::Outcome::HelpShown:
+      return kClean;
+    case CommandLine::Outcome::Error:
+      return fail(error);
+    case CommandLine::Outcome::Run:
+      break;
   }
   CommonSettings settings;
   if (!resolveCommonFlags(common, settings, error)) return fail(error);
@@ -205,8 +218,10 @@ int runLint(int argc, const char** argv) {
     }
     std::string text;
     if (!readFile(f, text)) return fail(f + ": cannot read");
-    if (mayMatchAnyRule(text)) toAnalyse.push_back(f);
-    else if (verbose) llvm::errs() << "fabricize lint: " << displayPath(f) << ": skipped (no rule's trigger token)\n";
+    if (mayMatchAnyRule(text))
+      toAnalyse.push_back(f);
+    else if (verbose)
+      llvm::errs() << "fabricize lint: " << displayPath(f) << ": skipped (no rule's trigger token)\n";
   }
   if (verbose)
     for (const std::string& f : toAnalyse) llvm::errs() << "fabricize lint: " << displayPath(f) << ": analysing\n";
@@ -241,8 +256,10 @@ int runLint(int argc, const char** argv) {
     if (it != texts.end()) return it->second;
     std::string text;
     auto file = result.files.find(path);
-    if (file != result.files.end()) text = file->second.original;
-    else readFile(path, text);
+    if (file != result.files.end())
+      text = file->second.original;
+    else
+      readFile(path, text);
     return texts[path] = text;
   };
   std::map<std::string, RuleSelection> selectionPerDirectory;  // one config read per directory
@@ -278,8 +295,8 @@ int runLint(int argc, const char** argv) {
       for (size_t i : indices)
         fixed.edits.insert(fixed.edits.end(), reported[i].finding.edits.begin(), reported[i].finding.edits.end());
       auto file = result.files.find(path);
-      fixed.wantsInclude = file != result.files.end() && file->second.wantsInclude &&
-                           !filesWithHiddenFindings.count(path);
+      fixed.wantsInclude =
+          file != result.files.end() && file->second.wantsInclude && !filesWithHiddenFindings.count(path);
     }
     std::map<std::string, RenderedFile> rendered = renderMigration(toFix, projectRoot);
     for (auto& [path, indices] : perFile) {
@@ -290,8 +307,8 @@ int runLint(int argc, const char** argv) {
       for (size_t i : indices) {
         bool dropped = false;
         for (const EditConflict& c : conflicts)
-          dropped = dropped || (c.dropped.ruleId == reported[i].finding.ruleId &&
-                                c.dropped.line == reported[i].finding.line);
+          dropped =
+              dropped || (c.dropped.ruleId == reported[i].finding.ruleId && c.dropped.line == reported[i].finding.line);
         reported[i].fixed = !dropped;
       }
       for (const EditConflict& c : conflicts)
@@ -328,13 +345,12 @@ int runLint(int argc, const char** argv) {
   } else if (format == "github") {
     for (const Reported& r : reported) {
       const LintFinding& f = r.finding;
-      out << "::warning file=" << githubEscape(displayPath(f.file), true) << ",line=" << f.line
-          << ",col=" << f.column << ",title=" << githubEscape(f.ruleId, true)
-          << "::" << githubEscape(f.message, false) << "\n";
+      out << "::warning file=" << githubEscape(displayPath(f.file), true) << ",line=" << f.line << ",col=" << f.column
+          << ",title=" << githubEscape(f.ruleId, true) << "::" << githubEscape(f.message, false) << "\n";
     }
   } else if (format == "json") {
-    nlohmann::json json = {{"version", FABRICIZE_VERSION}, {"findings", nlohmann::json::array()},
-                           {"notAnalysed", result.failedSources}};
+    nlohmann::json json = {
+        {"version", FABRICIZE_VERSION}, {"findings", nlohmann::json::array()}, {"notAnalysed", result.failedSources}};
     for (const Reported& r : reported) {
       const LintFinding& f = r.finding;
       nlohmann::json fixes = nlohmann::json::array();
@@ -342,13 +358,22 @@ int runLint(int argc, const char** argv) {
       for (const TextEdit& e : f.edits) {
         unsigned endLine, endColumn;
         lineAndColumn(text, e.offset + e.length, endLine, endColumn);
-        fixes.push_back({{"offset", e.offset}, {"length", e.length}, {"replacement", e.replacement},
-                         {"line", e.line}, {"column", e.column}, {"endLine", endLine},
+        fixes.push_back({{"offset", e.offset},
+                         {"length", e.length},
+                         {"replacement", e.replacement},
+                         {"line", e.line},
+                         {"column", e.column},
+                         {"endLine", endLine},
                          {"endColumn", endColumn}});
       }
-      json["findings"].push_back({{"ruleId", f.ruleId}, {"file", displayPath(f.file)}, {"line", f.line},
-                                  {"column", f.column}, {"severity", "warning"}, {"message", f.message},
-                                  {"fixes", fixes}, {"fixed", r.fixed}});
+      json["findings"].push_back({{"ruleId", f.ruleId},
+                                  {"file", displayPath(f.file)},
+                                  {"line", f.line},
+                                  {"column", f.column},
+                                  {"severity", "warning"},
+                                  {"message", f.message},
+                                  {"fixes", fixes},
+                                  {"fixed", r.fixed}});
     }
     out << json.dump(2) << "\n";
   } else {  // sarif
@@ -364,25 +389,25 @@ int runLint(int argc, const char** argv) {
       const std::string& text = textOf(f.file);
       // SARIF columns count UTF-16 code units (the default columnKind), 1-based.
       auto column = [&](unsigned line, unsigned byteColumn) { return utf16Column(text, line, byteColumn) + 1; };
-      nlohmann::json location = {
-          {"physicalLocation",
-           {{"artifactLocation", {{"uri", fileUri(f.file)}}},
-            {"region", {{"startLine", f.line}, {"startColumn", column(f.line, f.column)}}}}}};
-      nlohmann::json result = {{"ruleId", f.ruleId},
-                               {"level", "warning"},
-                               {"message", {{"text", f.message}}},
-                               {"locations", {location}}};
+      nlohmann::json location = {{"physicalLocation",
+                                  {{"artifactLocation", {{"uri", fileUri(f.file)}}},
+                                   {"region", {{"startLine", f.line}, {"startColumn", column(f.line, f.column)}}}}}};
+      nlohmann::json result = {
+          {"ruleId", f.ruleId}, {"level", "warning"}, {"message", {{"text", f.message}}}, {"locations", {location}}};
       if (ruleIndex.count(f.ruleId)) result["ruleIndex"] = ruleIndex[f.ruleId];
       if (!f.edits.empty()) {
         nlohmann::json replacements = nlohmann::json::array();
         for (const TextEdit& e : f.edits) {
           unsigned endLine, endColumn;
           lineAndColumn(text, e.offset + e.length, endLine, endColumn);
-          replacements.push_back(
-              {{"deletedRegion",
-                {{"startLine", e.line}, {"startColumn", column(e.line, e.column)}, {"endLine", endLine},
-                 {"endColumn", column(endLine, endColumn)}, {"charOffset", e.offset}, {"charLength", e.length}}},
-               {"insertedContent", {{"text", e.replacement}}}});
+          replacements.push_back({{"deletedRegion",
+                                   {{"startLine", e.line},
+                                    {"startColumn", column(e.line, e.column)},
+                                    {"endLine", endLine},
+                                    {"endColumn", column(endLine, endColumn)},
+                                    {"charOffset", e.offset},
+                                    {"charLength", e.length}}},
+                                  {"insertedContent", {{"text", e.replacement}}}});
         }
         result["fixes"] = {{{"description", {{"text", f.message}}},
                             {"artifactChanges",
@@ -404,11 +429,7 @@ int runLint(int argc, const char** argv) {
         {"$schema", "https://json.schemastore.org/sarif-2.1.0.json"},
         {"version", "2.1.0"},
         {"runs",
-         {{{"tool",
-            {{"driver",
-              {{"name", "fabricize"},
-               {"version", FABRICIZE_VERSION},
-               {"rules", rules}}}}},
+         {{{"tool", {{"driver", {{"name", "fabricize"}, {"version", FABRICIZE_VERSION}, {"rules", rules}}}}},
            {"columnKind", "utf16CodeUnits"},
            {"invocations", {invocation}},
            {"results", results}}}}};

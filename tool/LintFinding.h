@@ -12,7 +12,7 @@ namespace fabricize {
 // a match (code inside a macro).
 struct LintFinding {
   std::string ruleId;
-  std::string file;  // absolute
+  std::string file;               // absolute
   unsigned line = 0, column = 0;  // 1-based, column in bytes
   std::string message;
   std::vector<TextEdit> edits;

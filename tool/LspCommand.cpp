@@ -49,8 +49,8 @@ std::string describe(const PreambleReport& preamble) {
   note += preamble.use == PreambleUse::Reused ? "reused in " : "built in ";
   note += std::to_string(static_cast<long>(preamble.ms + 0.5)) + " ms";
   if (preamble.refusedAboveLine)
-    note += "; the declarations above line " + std::to_string(preamble.refusedAboveLine) +
-            " do not compile on their own";
+    note +=
+        "; the declarations above line " + std::to_string(preamble.refusedAboveLine) + " do not compile on their own";
   return note;
 }
 
@@ -58,7 +58,9 @@ std::string describe(const PreambleReport& preamble) {
 class CatalogueAnalyser {
  public:
   CatalogueAnalyser(const char* argv0, DriverQueryOptions query, std::string commandsDir, bool usePreambles)
-      : argv0_(argv0), query_(std::move(query)), commandsDir_(std::move(commandsDir)),
+      : argv0_(argv0),
+        query_(std::move(query)),
+        commandsDir_(std::move(commandsDir)),
         preambles_(usePreambles ? std::make_shared<PreambleCache>() : nullptr) {}
 
   void operator()(LspDocument& doc, const std::atomic<bool>& cancelled) {
@@ -123,8 +125,8 @@ int runLsp(int argc, const char** argv) {
     return [=, &value](const std::string& digits) -> std::string {
       if (digits.empty() || digits.size() > 6 || digits.find_first_not_of("0123456789") != std::string::npos ||
           std::stoul(digits) < low || std::stoul(digits) > high)
-        return std::string(name) + " takes a whole number from " + std::to_string(low) + " to " +
-               std::to_string(high) + ", got '" + digits + "'";
+        return std::string(name) + " takes a whole number from " + std::to_string(low) + " to " + std::to_string(high) +
+               ", got '" + digits + "'";
       value = static_cast<unsigned>(std::stoul(digits));
       return "";
     };
@@ -133,37 +135,45 @@ int runLsp(int argc, const char** argv) {
                    "usage: fabricize lsp [options]\n"
                    "  A Language Server on stdin/stdout (JSON-RPC, Content-Length framed).\n"
                    "  Diagnostics and quick fixes from the migrate rules; see docs/lsp.md.\n");
-  line.option({"--compile-commands-dir"}, "dir", [&commandsDir](const std::string& value) -> std::string {
-    commandsDir = absolutePath(value);
-    std::string error;
-    if (!clang::tooling::CompilationDatabase::loadFromDirectory(commandsDir, error))
-      return "--compile-commands-dir: no compile_commands.json or compile_flags.txt can be read in " + commandsDir +
-             ": " + error;
-    return "";
-  }, "the folder of compile_commands.json (default: as clangd, the file's folder and those above it, each also "
-     "with a build/ subfolder)");
+  line.option(
+      {"--compile-commands-dir"}, "dir",
+      [&commandsDir](const std::string& value) -> std::string {
+        commandsDir = absolutePath(value);
+        std::string error;
+        if (!clang::tooling::CompilationDatabase::loadFromDirectory(commandsDir, error))
+          return "--compile-commands-dir: no compile_commands.json or compile_flags.txt can be read in " + commandsDir +
+                 ": " + error;
+        return "";
+      },
+      "the folder of compile_commands.json (default: as clangd, the file's folder and those above it, each also "
+      "with a build/ subfolder)");
   addCommonFlags(line, common, kQueryDriverFlags);
   line.option({"-j"}, "n", whole("-j", 1, 64, serverOptions.workers),
               "analyses at once, each on its own thread (default: the cores, at most 2)");
   line.option({"--coalesce-ms"}, "n", whole("--coalesce-ms", 0, 600000, serverOptions.coalesceMs),
               "an edit cancels a running analysis of an older text that began less than n ms before (default "
               "100): faster keystrokes make one analysis");
-  line.option({"--log"}, "info", [&serverOptions](const std::string& value) -> std::string {
-    if (value != "info") return "--log takes 'info', got '" + value + "'";
-    serverOptions.logAnalyses = true;
-    return "";
-  }, "one line on stderr per analysis started, published or cancelled");
+  line.option(
+      {"--log"}, "info",
+      [&serverOptions](const std::string& value) -> std::string {
+        if (value != "info") return "--log takes 'info', got '" + value + "'";
+        serverOptions.logAnalyses = true;
+        return "";
+      },
+      "one line on stderr per analysis started, published or cancelled");
   line.flag({"--no-preamble"}, noPreamble,
             "parse a document's own includes again at every edit (by default they are precompiled once, chained "
             "on the LibTorch PCH, and reused; so are the declarations above the one being typed in)");
   line.ignore("--stdio");  // editors commonly pass it
   std::string error;
   switch (line.parse(argc, argv, error)) {
-    case CommandLine::Outcome::HelpShown: return 0;
+    case CommandLine::Outcome::HelpShown:
+      return 0;
     case CommandLine::Outcome::Error:
       llvm::errs() << "fabricize lsp: error: " << error << "\n";
       return 2;
-    case CommandLine::Outcome::Run: break;
+    case CommandLine::Outcome::Run:
+      break;
   }
   CommonSettings settings;
   if (!resolveCommonFlags(common, settings, error)) {

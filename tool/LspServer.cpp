@@ -1,5 +1,7 @@
 #include "LspServer.h"
 
+#include "LspProtocol.h"
+
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -14,104 +16,7 @@
 
 namespace fabricize {
 
-namespace {
-
 using nlohmann::json;
-
-// JSON-RPC and LSP error codes.
-constexpr int kParseError = -32700, kInvalidRequest = -32600, kMethodNotFound = -32601,
-              kInvalidParams = -32602, kServerNotInitialized = -32002;
-
-// Thrown for params of the wrong shape; answered with kInvalidParams.
-struct InvalidParams : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-
-// A line or character number: a non-negative integer. (A float or a
-// negative number would otherwise be converted with undefined behaviour.)
-unsigned positionField(const json& object, const char* key) {
-  const json& value = object.at(key);
-  if (!value.is_number_integer() || value.get<long long>() < 0 || value.get<long long>() > 0x7fffffff)
-    throw InvalidParams(std::string("'") + key + "' must be a non-negative integer");
-  return value.get<unsigned>();
-}
-
-std::string stringField(const json& object, const char* key) {
-  const json& value = object.at(key);
-  if (!value.is_string()) throw InvalidParams(std::string("'") + key + "' must be a string");
-  return value.get<std::string>();
-}
-
-// LSP position (0-based line, UTF-16 character) of a byte offset.
-json positionAt(const std::string& text, unsigned offset) {
-  unsigned line = 0;
-  size_t lineStart = 0;
-  for (size_t i = 0; i < offset && i < text.size(); ++i)
-    if (text[i] == '\n') {
-      ++line;
-      lineStart = i + 1;
-    }
-  size_t column = std::min<size_t>(offset, text.size()) - lineStart;
-  return {{"line", line}, {"character", utf16Column(text, line + 1, static_cast<unsigned>(column + 1))}};
-}
-
-// Byte offset of a 1-based line and byte column, clamped to the text.
-unsigned offsetOf(const std::string& text, unsigned line, unsigned column) {
-  size_t at = 0;
-  for (unsigned l = 1; l < line; ++l) {
-    at = text.find('\n', at);
-    if (at == std::string::npos) return static_cast<unsigned>(text.size());
-    ++at;
-  }
-  return static_cast<unsigned>(std::min<size_t>(at + std::max(column, 1u) - 1, text.size()));
-}
-
-// Insertions at one offset become one edit: clients differ in how they
-// order several inserts at a position.
-json lspEdits(const std::string& text, const std::vector<TextEdit>& sortedEdits) {
-  std::vector<TextEdit> edits;
-  for (const TextEdit& e : sortedEdits) {
-    if (!edits.empty() && edits.back().length == 0 && edits.back().offset == e.offset) {
-      edits.back().replacement += e.replacement;
-      edits.back().length = e.length;
-    } else {
-      edits.push_back(e);
-    }
-  }
-  json out = json::array();
-  for (const TextEdit& e : edits)
-    out.push_back({{"range", {{"start", positionAt(text, e.offset)}, {"end", positionAt(text, e.offset + e.length)}}},
-                   {"newText", e.replacement}});
-  return out;
-}
-
-json fileLevelDiagnostic(const char* code, const std::string& message) {
-  return {{"range", {{"start", {{"line", 0}, {"character", 0}}}, {"end", {{"line", 0}, {"character", 0}}}}},
-          {"severity", 1},
-          {"source", "fabricize"},
-          {"code", code},
-          {"message", message}};
-}
-
-}  // namespace
-
-std::string pathFromUri(const std::string& uri) {
-  if (uri.compare(0, 7, "file://") != 0) return "";
-  auto hexValue = [](char c) { return std::isdigit(static_cast<unsigned char>(c)) ? c - '0' : std::tolower(c) - 'a' + 10; };
-  std::string path;
-  for (size_t i = 7; i < uri.size(); ++i) {
-    if (uri[i] == '%' && i + 2 < uri.size() && std::isxdigit(static_cast<unsigned char>(uri[i + 1])) &&
-        std::isxdigit(static_cast<unsigned char>(uri[i + 2]))) {
-      path += static_cast<char>(hexValue(uri[i + 1]) * 16 + hexValue(uri[i + 2]));
-      i += 2;
-    } else {
-      path += uri[i];
-    }
-  }
-  // A NUL would end the path early wherever it is handed to the OS.
-  if (path.find('\0') != std::string::npos) return "";
-  return path;
-}
 
 // One open document: the client's latest text, and the last analysis that
 // completed (its own text: positions are computed against what was analysed).
@@ -284,12 +189,16 @@ struct LspServer::State {
         json result;
         std::optional<json> failure = handle(method, params, result, isRequest, guard);
         if (isRequest) {
-          if (failure) reply(id, *failure);
-          else send({{"jsonrpc", "2.0"}, {"id", id}, {"result", result}});
+          if (failure)
+            reply(id, *failure);
+          else
+            send({{"jsonrpc", "2.0"}, {"id", id}, {"result", result}});
         }
       } catch (const std::exception& e) {  // json's type and key errors, InvalidParams
-        if (isRequest) reply(id, error(kInvalidParams, std::string("invalid params: ") + e.what()));
-        else std::cerr << "fabricize lsp: ignored " << method << ": " << e.what() << "\n";
+        if (isRequest)
+          reply(id, error(kInvalidParams, std::string("invalid params: ") + e.what()));
+        else
+          std::cerr << "fabricize lsp: ignored " << method << ": " << e.what() << "\n";
       }
       // A burst of edits (keystrokes that arrived while the server was
       // busy) is read to its end first: one analysis of the last text.
@@ -391,8 +300,7 @@ struct LspServer::State {
       initialized = true;
       result = {{"capabilities",
                  {{"textDocumentSync", {{"openClose", true}, {"change", 1}, {"save", {{"includeText", true}}}}},
-                  {"codeActionProvider",
-                   {{"codeActionKinds", {"quickfix", "source.fabricize.migrate"}}}}}},
+                  {"codeActionProvider", {{"codeActionKinds", {"quickfix", "source.fabricize.migrate"}}}}}},
                 {"serverInfo", {{"name", "fabricize"}, {"version", FABRICIZE_VERSION}}}};
       return std::nullopt;
     }
@@ -466,9 +374,9 @@ struct LspServer::State {
   void publish(const LspDocument& doc) {
     json diagnostics = json::array();
     if (!doc.parsed)
-      diagnostics.push_back(fileLevelDiagnostic(
-          "parse-error", "fabricize: this file does not compile with its compile command, so it "
-                         "was not checked for Fabric migrations (see the server log)"));
+      diagnostics.push_back(fileLevelDiagnostic("parse-error",
+                                                "fabricize: this file does not compile with its compile command, so it "
+                                                "was not checked for Fabric migrations (see the server log)"));
     if (!doc.configError.empty())
       diagnostics.push_back(
           fileLevelDiagnostic("config-error", "fabricize: " + doc.configError + " (ignored: every rule applies)"));
@@ -477,18 +385,6 @@ struct LspServer::State {
     // The version analysed: a client can tell which text the diagnostics are for.
     if (doc.version >= 0) published["version"] = doc.version;
     send({{"jsonrpc", "2.0"}, {"method", "textDocument/publishDiagnostics"}, {"params", published}});
-  }
-
-  static json diagnosticOf(const LspDocument& doc, const LintFinding& f) {
-    unsigned begin = offsetOf(doc.text, f.line, f.column), end = begin;
-    while (end < doc.text.size() && (std::isalnum(static_cast<unsigned char>(doc.text[end])) || doc.text[end] == '_'))
-      ++end;
-    if (end == begin && end < doc.text.size() && doc.text[end] != '\n') ++end;
-    return {{"range", {{"start", positionAt(doc.text, begin)}, {"end", positionAt(doc.text, end)}}},
-            {"severity", 2},
-            {"source", "fabricize"},
-            {"code", f.ruleId},
-            {"message", f.message}};
   }
 
   json codeActions(const json& params, std::unique_lock<std::mutex>& guard) {
@@ -517,23 +413,7 @@ struct LspServer::State {
         if (kind == k || kind.compare(0, k.size() + 1, k + ".") == 0) return true;
       return false;
     };
-    if (wanted("quickfix"))
-      for (const LintFinding& f : doc.findings) {
-        if (f.edits.empty() || f.line == 0 || f.line - 1 < firstLine || f.line - 1 > lastLine) continue;
-        // The rule's edits, merged the way migrate merges them (a removed
-        // statement takes its line with it).
-        MergedEdits merged = mergeEdits(doc.text, f.edits);
-        matchLineEndings(doc.text, merged.edits);
-        actions.push_back({{"title", "Fabric: " + f.message + " [" + f.ruleId + "]"},
-                           {"kind", "quickfix"},
-                           {"isPreferred", true},
-                           {"diagnostics", {diagnosticOf(doc, f)}},
-                           {"edit", {{"changes", {{doc.uri, lspEdits(doc.text, merged.edits)}}}}}});
-      }
-    if (wanted("source.fabricize.migrate") && !doc.migrateEdits.empty())
-      actions.push_back({{"title", "Migrate this file to Fabric"},
-                         {"kind", "source.fabricize.migrate"},
-                         {"edit", {{"changes", {{doc.uri, lspEdits(doc.text, doc.migrateEdits)}}}}}});
+    appendCodeActions(doc, firstLine, lastLine, wanted, actions);
     return actions;
   }
 };

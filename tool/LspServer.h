@@ -6,6 +6,7 @@
 #pragma once
 
 #include "LintFinding.h"
+#include "LspProtocol.h"
 #include "RuleSelection.h"
 
 #include <atomic>
@@ -17,22 +18,6 @@
 #include <vector>
 
 namespace fabricize {
-
-struct LspDocument {
-  std::string uri, path, text;  // path: from a file:// uri, else empty (not analysed)
-  // Every open document's path -> text (this one's included), set by the
-  // server before each analysis: headers edited in the editor are parsed as
-  // the editor holds them.
-  std::map<std::string, std::string> openBuffers;
-  // Filled by the analyser:
-  std::vector<LintFinding> findings;   // line/column into `text`
-  std::vector<TextEdit> migrateEdits;  // the whole-file migration, merged
-  bool parsed = true;                  // false: the text does not compile
-  std::string configError;             // a .fabricize.json that could not be used
-  bool cancelled = false;              // the analysis stopped early: nothing above is complete
-  std::string analysisNote;            // how it was analysed, for --log=info ("preamble reused")
-  long long version = -1;  // the client's version of `text` (-1: none given)
-};
 
 // Fills a document's findings from its uri, path and text. Once `cancelled`
 // turns true (an edit made the text stale) it may stop early, setting
@@ -67,8 +52,5 @@ class LspServer {
   struct State;
   std::unique_ptr<State> state_;
 };
-
-// "file:///a%20b.cpp" -> "/a b.cpp"; empty for other schemes.
-std::string pathFromUri(const std::string& uri);
 
 }  // namespace fabricize

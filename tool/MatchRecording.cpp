@@ -32,8 +32,7 @@ std::optional<RecordedMatch> recordMatch(const Rule& rule, size_t ruleIndex,
   // Never edit inside a macro expansion: report it instead.
   if (match::inMacroExpansion(rootRange, sm)) {
     if (scope.factsOnly) return std::nullopt;
-    match.explanation = "not migrated: the code is inside a macro expansion (" + explanation +
-                        "); migrate it by hand";
+    match.explanation = "not migrated: the code is inside a macro expansion (" + explanation + "); migrate it by hand";
     match.skipped = true;
     return match;
   }
@@ -87,16 +86,15 @@ std::optional<RecordedMatch> recordMatch(const Rule& rule, size_t ruleIndex,
     text.column = sm.getSpellingColumnNumber(begin);
     match.edits.push_back({file, std::move(text)});
   }
-  if (match.edits.empty() && !match.reportOnly && match.includeFiles.empty() && !match.factOnly)
-    return std::nullopt;
+  if (match.edits.empty() && !match.reportOnly && match.includeFiles.empty() && !match.factOnly) return std::nullopt;
   // Code in a function without a Fabric is migrated only if the function
   // gets one, even where the edit does not name it.
   if (scope.editsNeedFabric) edits::addScopeNeed(result, !match.edits.empty(), match.needs);
   return match;
 }
 
-std::vector<threading::Verdict> resolveMatches(const std::vector<threading::MatchNeeds>& matches,
-                                               bool wholeProgram, bool threadingRuns) {
+std::vector<threading::Verdict> resolveMatches(const std::vector<threading::MatchNeeds>& matches, bool wholeProgram,
+                                               bool threadingRuns) {
   std::vector<threading::Verdict> verdicts = threading::resolve(matches, wholeProgram);
   if (threadingRuns) return verdicts;
   for (size_t i = 0; i < matches.size(); ++i) {
@@ -106,8 +104,8 @@ std::vector<threading::Verdict> resolveMatches(const std::vector<threading::Matc
       verdict.applied = false;
       if (need.uses && !verdict.report) {
         verdict.report = true;
-        verdict.reason = "`" + need.name + "` needs the Fabric passed in, which check " +
-                         std::string(kThreadingRuleId) + " does";
+        verdict.reason =
+            "`" + need.name + "` needs the Fabric passed in, which check " + std::string(kThreadingRuleId) + " does";
       }
     }
     if (threading::isThreadingEdit(matches[i])) verdict = threading::Verdict{false, false, "", false};

@@ -30,8 +30,8 @@ struct RecordedMatch {
   std::vector<Edit> edits;
   std::vector<clang::FileID> includeFiles;  // files a rule wants <fabric/fabric.h> in
   threading::MatchNeeds needs;              // whose Fabric the edits need (Threading.h)
-  bool reportOnly = false;  // a finding for a person: a no-op edit, a diagnostic rule
-  bool factOnly = false;    // a fact for the threading analysis, nothing to show
+  bool reportOnly = false;                  // a finding for a person: a no-op edit, a diagnostic rule
+  bool factOnly = false;                    // a fact for the threading analysis, nothing to show
   // Not migrated before the threading analysis (inside a macro expansion,
   // a rule's internal error): `explanation` says so; nothing else is set.
   bool skipped = false;
@@ -70,8 +70,8 @@ std::optional<RecordedMatch> recordMatch(const Rule& rule, size_t ruleIndex,
 // itself runs (migrate, lint, a clang-tidy run that enables its check);
 // when it does not, no edit may use a Fabric its function does not have,
 // and a match that needs one passed in says which check would pass it.
-std::vector<threading::Verdict> resolveMatches(const std::vector<threading::MatchNeeds>& matches,
-                                               bool wholeProgram, bool threadingRuns = true);
+std::vector<threading::Verdict> resolveMatches(const std::vector<threading::MatchNeeds>& matches, bool wholeProgram,
+                                               bool threadingRuns = true);
 
 // The rule that threads the Fabric into functions and classes.
 inline constexpr const char* kThreadingRuleId = "fabric-thread-fabric";

@@ -58,18 +58,22 @@ void declareOptions(CommandLine& line, MigrateOptions& o) {
   line.option({"--num-nodes"}, "n", o.fabric.num_nodes, "number of nodes");
   line.flag({"--emit-cmake"}, o.emitCMake,
             "with -o: write a CMakeLists.txt that builds the migrated sources against find_package(Fabric)");
-  line.option({"--report"}, "file", [&o](const std::string& path) {
-    o.reportPaths.push_back(path);
-    return std::string();
-  }, "write a report: JSON (every edit and finding, and a summary), or for a file ending in .md or .html "
-     "the migration report a team plans with; may be given more than once");
+  line.option(
+      {"--report"}, "file",
+      [&o](const std::string& path) {
+        o.reportPaths.push_back(path);
+        return std::string();
+      },
+      "write a report: JSON (every edit and finding, and a summary), or for a file ending in .md or .html "
+      "the migration report a team plans with; may be given more than once");
   line.flag({"--instrument-for-verify"}, o.instrument,
             "instead of migrating, add the records fabricize verify compares (fabric/verify.h) to a copy of "
             "the original program; needs -o");
   line.hideLast();
   line.flag({"--list-rules"}, o.listRules, "list the rule catalogue and exit");
   line.flag({"--quiet"}, o.quiet, "no summary on stderr");
-  addCommonFlags(line, o.common, kPchCacheFlag | kPchFlags | kQueryDriverFlags | kJobsFlag | kVerboseFlag | kCompilerFlags);
+  addCommonFlags(line, o.common,
+                 kPchCacheFlag | kPchFlags | kQueryDriverFlags | kJobsFlag | kVerboseFlag | kCompilerFlags);
   line.flag({"--version"}, o.version, "print the version and exit");
   line.positionals(o.sources);
 }
@@ -154,9 +158,12 @@ int runMigrate(int argc, const char** argv) {
   declareOptions(line, options);
   std::string error;
   switch (line.parse(static_cast<int>(args.size()), args.data(), error)) {
-    case CommandLine::Outcome::HelpShown: return kMigrated;
-    case CommandLine::Outcome::Error: return fail(error);
-    case CommandLine::Outcome::Run: break;
+    case CommandLine::Outcome::HelpShown:
+      return kMigrated;
+    case CommandLine::Outcome::Error:
+      return fail(error);
+    case CommandLine::Outcome::Run:
+      break;
   }
   if (options.version) {
     llvm::outs() << "fabricize " FABRICIZE_VERSION "\n";

@@ -27,11 +27,14 @@ std::string cmakeFor(const std::vector<std::string>& relativeSources) {
   std::string text =
       "# Written by fabricize --emit-cmake: builds the migrated program against the Fabric runtime.\n"
       "cmake_minimum_required(VERSION 3.18)\n"
-      "project(" + target + "_fabric CXX)\n"
+      "project(" +
+      target +
+      "_fabric CXX)\n"
       "set(CMAKE_CXX_STANDARD 17)\n"
       "set(CMAKE_CXX_STANDARD_REQUIRED ON)\n"
       "find_package(Fabric CONFIG REQUIRED)\n"
-      "add_executable(" + target;
+      "add_executable(" +
+      target;
   for (const std::string& s : relativeSources) text += " " + s;
   text += ")\ntarget_link_libraries(" + target + " PRIVATE Fabric::fabric)\n";
   return text;
@@ -179,8 +182,8 @@ void printFindings(const MigrateOptions& options, const MigrationInputs& in, Mig
   size_t errors = 0;
   for (const Finding& f : findings) {
     errors += f.error;
-    llvm::errs() << f.file << ":" << f.line << ":" << f.column << (f.error ? ": error: " : ": warning: ")
-                 << f.message << " [" << f.ruleId << "]\n";
+    llvm::errs() << f.file << ":" << f.line << ":" << f.column << (f.error ? ": error: " : ": warning: ") << f.message
+                 << " [" << f.ruleId << "]\n";
   }
   if (options.quiet) return;
   for (const auto& [path, r] : outcome.rendered) {
@@ -224,8 +227,7 @@ bool writeReports(const MigrateOptions& options, const MigrationInputs& in, cons
   for (const std::string& reportPath : options.reportPaths) {
     llvm::StringRef extension = llvm::sys::path::extension(reportPath);
     if (extension == ".md" || extension == ".html") {
-      error = writeFileAtomically(reportPath,
-                                  extension == ".md" ? renderMarkdownReport(plan) : renderHtmlReport(plan));
+      error = writeFileAtomically(reportPath, extension == ".md" ? renderMarkdownReport(plan) : renderHtmlReport(plan));
       if (!error.empty()) return false;
       continue;
     }

@@ -23,9 +23,12 @@ struct Block {
 
 const char* kindName(ReportEntry::Kind kind) {
   switch (kind) {
-    case ReportEntry::Automatic: return "migrated automatically";
-    case ReportEntry::NeedsPerson: return "needs a person";
-    case ReportEntry::NotUnderstood: return "not understood";
+    case ReportEntry::Automatic:
+      return "migrated automatically";
+    case ReportEntry::NeedsPerson:
+      return "needs a person";
+    case ReportEntry::NotUnderstood:
+      return "not understood";
   }
   return "";
 }
@@ -90,8 +93,8 @@ std::vector<Block> build(const MigrationReportData& data) {
     Block table{Block::Table};
     table.header = {"line", "rule", "what", "status"};
     for (const ReportEntry* e : entries)
-      table.rows.push_back({std::to_string(e->line), e->ruleId, e->text,
-                            std::string(kindName(e->kind)) + (e->error ? " (error)" : "")});
+      table.rows.push_back(
+          {std::to_string(e->line), e->ruleId, e->text, std::string(kindName(e->kind)) + (e->error ? " (error)" : "")});
     doc.push_back(table);
   }
   return doc;
@@ -100,9 +103,12 @@ std::vector<Block> build(const MigrationReportData& data) {
 std::string markdownCell(std::string text) {
   std::string out;
   for (char c : text) {
-    if (c == '|') out += "\\|";
-    else if (c == '\n') out += ' ';
-    else out += c;
+    if (c == '|')
+      out += "\\|";
+    else if (c == '\n')
+      out += ' ';
+    else
+      out += c;
   }
   return out;
 }
@@ -111,11 +117,20 @@ std::string html(const std::string& text) {
   std::string out;
   for (char c : text) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -138,9 +153,12 @@ double ReportSummary::automaticShare() const {
 ReportSummary summarize(const MigrationReportData& data) {
   ReportSummary s;
   for (const ReportEntry& e : data.entries) {
-    if (e.kind == ReportEntry::Automatic) ++s.automatic;
-    else if (e.kind == ReportEntry::NeedsPerson) ++s.needsPerson;
-    else ++s.notUnderstood;
+    if (e.kind == ReportEntry::Automatic)
+      ++s.automatic;
+    else if (e.kind == ReportEntry::NeedsPerson)
+      ++s.needsPerson;
+    else
+      ++s.notUnderstood;
   }
   return s;
 }
@@ -149,8 +167,12 @@ std::string renderMarkdownReport(const MigrationReportData& data) {
   std::string out;
   for (const Block& b : build(data)) {
     switch (b.kind) {
-      case Block::Heading: out += std::string(b.level, '#') + " " + b.text + "\n\n"; break;
-      case Block::Paragraph: out += b.text + "\n\n"; break;
+      case Block::Heading:
+        out += std::string(b.level, '#') + " " + b.text + "\n\n";
+        break;
+      case Block::Paragraph:
+        out += b.text + "\n\n";
+        break;
       case Block::List:
         for (const std::string& item : b.items) out += "- " + item + "\n";
         out += "\n";
@@ -188,7 +210,9 @@ std::string renderHtmlReport(const MigrationReportData& data) {
         out += "<" + tag + ">" + html(b.text) + "</" + tag + ">\n";
         break;
       }
-      case Block::Paragraph: out += "<p>" + html(b.text) + "</p>\n"; break;
+      case Block::Paragraph:
+        out += "<p>" + html(b.text) + "</p>\n";
+        break;
       case Block::List:
         out += "<ul>\n";
         for (const std::string& item : b.items) out += "<li>" + html(item) + "</li>\n";

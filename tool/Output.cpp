@@ -12,8 +12,7 @@ namespace fabricize {
 namespace {
 // The contents in a temporary file next to `path`, with the permissions of
 // the file it will replace; `temp` names it. Empty on success.
-std::string prepareFile(const std::string& path, const std::string& contents,
-                        llvm::SmallString<256>& temp) {
+std::string prepareFile(const std::string& path, const std::string& contents, llvm::SmallString<256>& temp) {
   llvm::StringRef parent = llvm::sys::path::parent_path(path);
   if (!parent.empty())
     if (std::error_code ec = llvm::sys::fs::create_directories(parent))
@@ -33,8 +32,7 @@ std::string prepareFile(const std::string& path, const std::string& contents,
     }
   }
   // Keep the permissions of a file being replaced (in-place edits).
-  if (auto status = llvm::sys::fs::getPermissions(path))
-    llvm::sys::fs::setPermissions(temp, *status);
+  if (auto status = llvm::sys::fs::getPermissions(path)) llvm::sys::fs::setPermissions(temp, *status);
   return {};
 }
 }  // namespace

@@ -109,14 +109,37 @@ std::string absoluteFolder(llvm::StringRef dir, const std::string& directory) {
 // -f flags that change only diagnostics or code generation, never what the
 // preamble means: left out, so they do not split the cache.
 bool isOutputOnlyFlag(llvm::StringRef arg) {
-  for (llvm::StringRef prefix :
-       {"-fdiagnostics", "-fcolor-diagnostics", "-fno-color-diagnostics", "-fansi-escape-codes",
-        "-fmessage-length", "-fcaret-diagnostics", "-fno-caret-diagnostics", "-fshow-", "-fno-show-",
-        "-ffunction-sections", "-fno-function-sections", "-fdata-sections", "-fno-data-sections",
-        "-fdebug-", "-fno-debug-", "-ffile-prefix-map", "-fmacro-prefix-map", "-fprofile-", "-fno-profile-",
-        "-fcoverage-", "-ftest-coverage", "-fstack-protector", "-fno-stack-protector", "-fomit-frame-pointer",
-        "-fno-omit-frame-pointer", "-fpch-", "-fno-pch-", "-ftime-trace", "-fcrash-diagnostics",
-        "-fstandalone-debug", "-fno-standalone-debug"})
+  for (llvm::StringRef prefix : {"-fdiagnostics",
+                                 "-fcolor-diagnostics",
+                                 "-fno-color-diagnostics",
+                                 "-fansi-escape-codes",
+                                 "-fmessage-length",
+                                 "-fcaret-diagnostics",
+                                 "-fno-caret-diagnostics",
+                                 "-fshow-",
+                                 "-fno-show-",
+                                 "-ffunction-sections",
+                                 "-fno-function-sections",
+                                 "-fdata-sections",
+                                 "-fno-data-sections",
+                                 "-fdebug-",
+                                 "-fno-debug-",
+                                 "-ffile-prefix-map",
+                                 "-fmacro-prefix-map",
+                                 "-fprofile-",
+                                 "-fno-profile-",
+                                 "-fcoverage-",
+                                 "-ftest-coverage",
+                                 "-fstack-protector",
+                                 "-fno-stack-protector",
+                                 "-fomit-frame-pointer",
+                                 "-fno-omit-frame-pointer",
+                                 "-fpch-",
+                                 "-fno-pch-",
+                                 "-ftime-trace",
+                                 "-fcrash-diagnostics",
+                                 "-fstandalone-debug",
+                                 "-fno-standalone-debug"})
     if (arg.starts_with(prefix)) return true;
   return false;
 }
@@ -189,8 +212,7 @@ void trimCache(const PchOptions& options) {
     llvm::StringRef name = llvm::sys::path::filename(it->path());
     if (!name.starts_with("torch-")) continue;
     llvm::sys::fs::file_status status;
-    if (llvm::sys::fs::status(it->path(), status) || status.type() != llvm::sys::fs::file_type::regular_file)
-      continue;
+    if (llvm::sys::fs::status(it->path(), status) || status.type() != llvm::sys::fs::file_type::regular_file) continue;
     Entry entry{it->path(), status.getSize(), status.getLastModificationTime()};
     if (name.contains(".pch.tmp-")) {
       temps.push_back(entry);
@@ -317,7 +339,8 @@ std::vector<std::string> pchFlagsFor(const clang::tooling::CompileCommand& comma
   // which a migrated project also names): already in the key, once.
   std::set<std::string> engineFolders;
   for (size_t i = 0; i + 1 < options.extraArguments.size(); ++i)
-    if (options.extraArguments[i] == "-isystem") engineFolders.insert(absoluteFolder(options.extraArguments[i + 1], "/"));
+    if (options.extraArguments[i] == "-isystem")
+      engineFolders.insert(absoluteFolder(options.extraArguments[i + 1], "/"));
   std::vector<std::string> flags;
   for (size_t i = 1; i < args.size(); ++i) {  // [0] is the compiler
     llvm::StringRef arg = args[i];
@@ -400,8 +423,7 @@ bool pchCacheLimitMiB(const std::string& option, uint64_t& mib, std::string& err
   return true;
 }
 
-std::optional<std::string> torchPchFor(const std::string& source,
-                                       const clang::tooling::CompileCommand& command,
+std::optional<std::string> torchPchFor(const std::string& source, const clang::tooling::CompileCommand& command,
                                        const PchOptions& options) {
   if (options.cacheDir.empty() || !reachesLibTorch(source, projectIncludeDirs(command))) return std::nullopt;
   std::vector<std::string> flags = pchFlagsFor(command, options);

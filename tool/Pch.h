@@ -43,8 +43,7 @@ struct PchOptions {
 // The PCH to use for `source` compiled with `command`, building it if
 // needed; nothing when the source does not include LibTorch or the PCH
 // cannot be built (the caller then parses without one).
-std::optional<std::string> torchPchFor(const std::string& source,
-                                       const clang::tooling::CompileCommand& command,
+std::optional<std::string> torchPchFor(const std::string& source, const clang::tooling::CompileCommand& command,
                                        const PchOptions& options);
 
 // Whether `source` includes <torch/torch.h> (or <fabric/fabric.h>) itself or

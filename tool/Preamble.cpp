@@ -56,8 +56,8 @@ std::string keyFor(const CompilerInvocation& invocation, const std::string& othe
   // Its file, not its time (the PCH cache touches a PCH it uses, hourly): a
   // rebuilt one is renamed into place, a new file.
   if (!pch.empty() && !llvm::sys::fs::status(pch, status))
-    key += std::to_string(status.getUniqueID().getDevice()) + ":" +
-           std::to_string(status.getUniqueID().getFile()) + ":" + std::to_string(status.getSize());
+    key += std::to_string(status.getUniqueID().getDevice()) + ":" + std::to_string(status.getUniqueID().getFile()) +
+           ":" + std::to_string(status.getSize());
   key += '\0';
   key += otherBuffers;
   return key;
@@ -114,12 +114,9 @@ std::vector<std::string> systemDirsOf(const CompilerInvocation& invocation) {
 
 }  // namespace
 
-std::shared_ptr<const PrecompiledPreamble> PreambleCache::get(const CompilerInvocation& invocation,
-                                                              llvm::StringRef text,
-                                                              llvm::IntrusiveRefCntPtr<llvm::vfs::FileSystem> fs,
-                                                              const std::string& otherBuffers,
-                                                              const std::atomic<bool>* cancelled,
-                                                              PreambleReport* report) {
+std::shared_ptr<const PrecompiledPreamble> PreambleCache::get(
+    const CompilerInvocation& invocation, llvm::StringRef text, llvm::IntrusiveRefCntPtr<llvm::vfs::FileSystem> fs,
+    const std::string& otherBuffers, const std::atomic<bool>* cancelled, PreambleReport* report) {
   if (invocation.getFrontendOpts().Inputs.size() != 1) return nullptr;
   const std::string mainFile = invocation.getFrontendOpts().Inputs[0].getFile().str();
   std::unique_ptr<llvm::MemoryBuffer> buffer = llvm::MemoryBuffer::getMemBufferCopy(text, mainFile);
@@ -150,10 +147,8 @@ std::shared_ptr<const PrecompiledPreamble> PreambleCache::get(const CompilerInvo
       document.lastBoundary = boundary;
       if (boundary) {
         // With the key: the same text may compile once a header is fixed.
-        prefixHash = llvm::MD5::hash(llvm::arrayRefFromStringRef(key + text.take_front(boundary).str()))
-                         .digest()
-                         .str()
-                         .str();
+        prefixHash =
+            llvm::MD5::hash(llvm::arrayRefFromStringRef(key + text.take_front(boundary).str())).digest().str().str();
         if (std::find(document.refused.begin(), document.refused.end(), prefixHash) != document.refused.end())
           boundary = 0, settled = false;  // it did not compile: not tried again
       }
@@ -219,8 +214,7 @@ std::shared_ptr<const PrecompiledPreamble> PreambleCache::get(const CompilerInvo
 }
 
 std::shared_ptr<const PrecompiledPreamble> PreambleCache::build(const CompilerInvocation& invocation,
-                                                                const llvm::MemoryBuffer& buffer,
-                                                                PreambleBounds bounds,
+                                                                const llvm::MemoryBuffer& buffer, PreambleBounds bounds,
                                                                 llvm::IntrusiveRefCntPtr<llvm::vfs::FileSystem> fs,
                                                                 const std::atomic<bool>* cancelled) {
   {

@@ -80,7 +80,7 @@ class PreambleCache {
  private:
   struct Entry {
     std::string mainFile;
-    std::string key;  // the command, the LibTorch PCH's identity, the other buffers
+    std::string key;            // the command, the LibTorch PCH's identity, the other buffers
     bool declarations = false;  // a declaration preamble (else the include lines only)
     std::shared_ptr<const clang::PrecompiledPreamble> preamble;
   };
@@ -89,7 +89,7 @@ class PreambleCache {
   struct Document {
     std::string text;
     std::vector<unsigned> boundaries;  // where a declaration preamble may end, in order
-    unsigned lastBoundary = 0;           // the boundary the previous analysis wanted
+    unsigned lastBoundary = 0;         // the boundary the previous analysis wanted
     std::vector<std::string> refused;  // MD5s of prefixes whose preamble did not compile
   };
   // The boundary for `text`: 0, or the start of a top-level declaration

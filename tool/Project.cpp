@@ -164,8 +164,8 @@ bool makefileConfigureInputs(const std::string& buildDir, std::vector<std::strin
 
 bool isUnderOrEqual(const std::string& path, const std::string& root) {
   if (root == "/") return !path.empty() && path[0] == '/';
-  return path == root || (path.size() > root.size() && path.compare(0, root.size(), root) == 0 &&
-                          path[root.size()] == '/');
+  return path == root ||
+         (path.size() > root.size() && path.compare(0, root.size(), root) == 0 && path[root.size()] == '/');
 }
 
 std::string commonDirectory(const std::vector<std::string>& paths) {
@@ -188,8 +188,8 @@ BuildTree readBuildTree(const std::string& buildDir) {
     build.cmakeSourceDir = absolutePath(home->second);
   if (build.cmakeSourceDir.empty()) return build;
   std::vector<std::string> inputs;
-  build.configureInputsKnown = ninjaConfigureInputs(build.buildDir, inputs) ||
-                               makefileConfigureInputs(build.buildDir, inputs);
+  build.configureInputsKnown =
+      ninjaConfigureInputs(build.buildDir, inputs) || makefileConfigureInputs(build.buildDir, inputs);
   std::set<std::string> seen;
   for (std::string& path : inputs)
     if (seen.insert(path).second) build.configureInputs.push_back(std::move(path));
@@ -207,7 +207,8 @@ bool isForeignCMakeFile(const BuildTree& build, const std::string& path) {
     llvm::StringRef key(name);
     bool folder = key == "CMAKE_ROOT" || (key.ends_with("_DIR") && !key.starts_with("CMAKE_"));
     bool file = key == "CMAKE_TOOLCHAIN_FILE" || key.starts_with("CMAKE_PROJECT_INCLUDE") ||
-                key == "CMAKE_PROJECT_TOP_LEVEL_INCLUDES" || (key.starts_with("CMAKE_PROJECT_") && key.ends_with("_INCLUDE"));
+                key == "CMAKE_PROJECT_TOP_LEVEL_INCLUDES" ||
+                (key.starts_with("CMAKE_PROJECT_") && key.ends_with("_INCLUDE"));
     if (folder && isUnderOrEqual(path, absolutePath(value))) return true;
     if (file) {
       llvm::SmallVector<llvm::StringRef, 2> entries;
@@ -246,7 +247,8 @@ std::string projectRootOf(const BuildTree& build, const clang::tooling::Compilat
     };
     std::vector<std::string> folders{build.cmakeSourceDir}, outside;
     for (const clang::tooling::CompileCommand& command : database.getAllCompileCommands()) {
-      std::string directory = command.Directory.empty() ? build.buildDir : resolvedIn(build.buildDir, command.Directory);
+      std::string directory =
+          command.Directory.empty() ? build.buildDir : resolvedIn(build.buildDir, command.Directory);
       std::string file = resolvedIn(directory, command.Filename);
       if (!llvm::sys::fs::is_regular_file(file) || !isProjects(file)) continue;
       folders.push_back(llvm::sys::path::parent_path(file).str());

@@ -23,7 +23,7 @@ struct BuildTree {
   // re-run (build.ninja's RERUN_CMAKE dependencies, or the Makefile
   // generator's CMAKE_MAKEFILE_DEPENDS): absolute, in CMake's order.
   std::vector<std::string> configureInputs;
-  bool configureInputsKnown = false;  // false: neither file was found or readable
+  bool configureInputsKnown = false;         // false: neither file was found or readable
   std::map<std::string, std::string> cache;  // CMakeCache.txt: name -> value
 };
 

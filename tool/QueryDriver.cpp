@@ -29,9 +29,9 @@ struct DriverInfo {
 };
 
 std::mutex cacheLock;
-std::map<std::string, DriverInfo> cache;  // (compiler, language, flags) -> what to add
+std::map<std::string, DriverInfo> cache;   // (compiler, language, flags) -> what to add
 std::map<std::string, std::string> hints;  // compiler path -> what may have gone wrong
-std::set<std::string> warned;             // compilers a warning was printed for
+std::set<std::string> warned;              // compilers a warning was printed for
 
 std::string realPathOr(const std::string& path) {
   llvm::SmallString<256> real;
@@ -91,8 +91,8 @@ bool isTrusted(const std::string& path, const std::string& resolved, const std::
 // The flags that change which system folders a driver searches: for GCC's
 // query, and for Clang's driver (which knows neither GCC's -f flags nor
 // needs them for this).
-void languageFlags(const std::vector<std::string>& args, std::vector<std::string>& gcc,
-                   std::vector<std::string>& clang, std::string& language) {
+void languageFlags(const std::vector<std::string>& args, std::vector<std::string>& gcc, std::vector<std::string>& clang,
+                   std::string& language) {
   for (size_t i = 1; i < args.size(); ++i) {
     llvm::StringRef arg = args[i];
     bool hasNext = i + 1 < args.size();
@@ -232,16 +232,17 @@ class DriverIncludesDatabase : public clang::tooling::CompilationDatabase {
       return std::vector<std::string>();
     };
     if (!options_.enabled)
-      return note(compiler + " is GCC, and fabricize did not ask it for its own include folders "
-                             "(--no-query-driver): headers only GCC has are not found; run without "
-                             "--no-query-driver",
+      return note(compiler +
+                      " is GCC, and fabricize did not ask it for its own include folders "
+                      "(--no-query-driver): headers only GCC has are not found; run without "
+                      "--no-query-driver",
                   false);
     if (!isTrusted(compiler, resolved, options_.globs)) {
       std::string dirs;
       for (const std::string& d : trustedCompilerDirs()) dirs += (dirs.empty() ? "" : ", ") + d;
       return note(compiler + " is GCC outside the folders fabricize runs compilers from (" + dirs +
-                      "), so it was not asked for its own include folders: allow it with --query-driver='" +
-                      compiler + "' (a comma list of globs)",
+                      "), so it was not asked for its own include folders: allow it with --query-driver='" + compiler +
+                      "' (a comma list of globs)",
                   false);
     }
     if (!llvm::sys::fs::is_regular_file(resolved) || !llvm::sys::fs::can_execute(resolved))
@@ -264,8 +265,7 @@ class DriverIncludesDatabase : public clang::tooling::CompilationDatabase {
       bool isGcc = false;
       std::string why;
       if (!askGcc(compiler, language, gccFlags, gccDirs, isGcc, why)) {
-        info.hint = "asking " + compiler + " for its include folders failed (" + why +
-                    "): parsing without them";
+        info.hint = "asking " + compiler + " for its include folders failed (" + why + "): parsing without them";
         info.warn = true;
       } else if (isGcc) {
         std::set<std::string> own = clangDirs(command.CommandLine.front(), language, clangFlags, options_.resourceDir);
@@ -281,16 +281,21 @@ class DriverIncludesDatabase : public clang::tooling::CompilationDatabase {
         llvm::sys::path::append(clangOmp, "include", "omp.h");
         for (const std::string& d : info.added)
           if (llvm::sys::fs::exists(d + "/omp.h") && !llvm::sys::fs::exists(clangOmp))
-            info.hint = "if the errors are in " + d + "/omp.h: that is GCC's, which Clang cannot parse, "
-                        "and Clang has none of its own (" + std::string(clangOmp) + "): install Clang's "
+            info.hint = "if the errors are in " + d +
+                        "/omp.h: that is GCC's, which Clang cannot parse, "
+                        "and Clang has none of its own (" +
+                        std::string(clangOmp) +
+                        "): install Clang's "
                         "OpenMP headers (Debian: libomp-19-dev; scripts/setup.sh installs it)";
       }
       known = cache.emplace(key, std::move(info)).first;
       if (known->second.warn && warned.insert(compiler).second)
         llvm::errs() << "fabricize: warning: " << known->second.hint << "\n";
     }
-    if (known->second.hint.empty()) hints.erase(compiler);
-    else hints[compiler] = known->second.hint;
+    if (known->second.hint.empty())
+      hints.erase(compiler);
+    else
+      hints[compiler] = known->second.hint;
     return known->second.added;
   }
 

@@ -64,8 +64,8 @@ std::vector<std::string> listValue(const std::string& key, const nlohmann::json&
   std::vector<std::string> items;
   for (const auto& item : value) {
     if (!item.is_string())
-      throw std::runtime_error("'" + key + "' lists rule ids as strings; found " + std::string(item.type_name()) +
-                               " " + item.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+      throw std::runtime_error("'" + key + "' lists rule ids as strings; found " + std::string(item.type_name()) + " " +
+                               item.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
     std::string id = trim(item.get<std::string>());
     if (id.empty()) throw std::runtime_error("'" + key + "' lists an empty rule id");
     items.push_back(id);
@@ -125,9 +125,12 @@ bool parseRuleSelection(const std::string& text, const std::string& origin, cons
     if (!json.is_object()) throw std::runtime_error("must be a JSON object with \"select\" and/or \"ignore\"");
     RuleSelection parsed;
     for (auto& [key, value] : json.items()) {
-      if (key == "select") parsed.select = listValue(key, value);
-      else if (key == "ignore") parsed.ignore = listValue(key, value);
-      else throw std::runtime_error("unknown key '" + key + "' (known: select, ignore)");
+      if (key == "select")
+        parsed.select = listValue(key, value);
+      else if (key == "ignore")
+        parsed.ignore = listValue(key, value);
+      else
+        throw std::runtime_error("unknown key '" + key + "' (known: select, ignore)");
     }
     for (const char* key : {"select", "ignore"}) {
       std::string problem =

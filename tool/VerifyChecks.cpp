@@ -119,8 +119,7 @@ std::vector<SourceLine> sourceLines(const std::string& tree) {
     llvm::StringRef ext = llvm::sys::path::extension(path);
     if (ext != ".cpp" && ext != ".cc" && ext != ".cxx" && ext != ".h" && ext != ".hpp") continue;
     auto text = lines(contentsOf(path.str()));
-    for (size_t i = 0; i < text.size(); ++i)
-      out.push_back({relative.str(), static_cast<unsigned>(i + 1), text[i]});
+    for (size_t i = 0; i < text.size(); ++i) out.push_back({relative.str(), static_cast<unsigned>(i + 1), text[i]});
   }
   return out;
 }
@@ -132,8 +131,8 @@ std::vector<std::string> linesMatching(const std::vector<SourceLine>& source, co
   for (const SourceLine& s : source) {
     if (out.size() == 3) break;
     if (std::regex_search(s.text, pattern)) {
-      std::string text = s.text.substr(s.text.find_first_not_of(" \t") == std::string::npos
-                                           ? 0 : s.text.find_first_not_of(" \t"));
+      std::string text =
+          s.text.substr(s.text.find_first_not_of(" \t") == std::string::npos ? 0 : s.text.find_first_not_of(" \t"));
       out.push_back(s.file + ":" + std::to_string(s.line) + ": " + text);
     }
   }
@@ -144,7 +143,6 @@ std::string escapeRegex(const std::string& text) {
   static const std::regex special(R"([.^$|()\[\]{}*+?\\])");
   return std::regex_replace(text, special, R"(\$&)");
 }
-
 
 // The files each rank opened for writing, from libfabric_verify_files.so's log.
 std::map<std::string, std::set<int>> writersByFile(const std::string& log, const std::vector<Record>& records,
@@ -190,8 +188,10 @@ std::string markdown(const std::vector<Check>& checks, const std::string& subjec
     }
   }
   if (!migrationReport.empty())
-    md += "\nThe migration report (per file and rule: migrated automatically, needs a person, not "
-          "understood): " + migrationReport + "\n";
+    md +=
+        "\nThe migration report (per file and rule: migrated automatically, needs a person, not "
+        "understood): " +
+        migrationReport + "\n";
   if (!findings.empty()) {
     md += "\n## What the migration reported\n\n";
     for (const auto& f : findings)
@@ -212,8 +212,8 @@ std::vector<Check> checkRuns(const VerifyOptions& o, const VerifyRuns& runs, con
     std::vector<std::string> out;
     for (const auto& f : migrationFindings)
       if (f.value("rule", std::string()) == rule)
-        out.push_back(f.value("path", std::string()) + ":" + std::to_string(f.value("line", 0)) + ": [" + rule +
-                      "] " + f.value("message", std::string()).substr(0, 160));
+        out.push_back(f.value("path", std::string()) + ":" + std::to_string(f.value("line", 0)) + ": [" + rule + "] " +
+                      f.value("message", std::string()).substr(0, 160));
     return out;
   };
   const std::vector<SourceLine> migratedSource = sourceLines(migratedTree);
@@ -229,16 +229,17 @@ std::vector<Check> checkRuns(const VerifyOptions& o, const VerifyRuns& runs, con
       c.details.push_back("the migrated program on 1 process " + runStory(one, oneRecord) + ":\n" + tail(one.err, 15));
     } else if (!r.present) {
       c.verdict = "fail";
-      c.details.push_back("the migrated program recorded nothing: it never constructed a fabric::Fabric, or "
-                          "never called fabric.backward()/fabric.step()");
+      c.details.push_back(
+          "the migrated program recorded nothing: it never constructed a fabric::Fabric, or "
+          "never called fabric.backward()/fabric.step()");
     } else {
       for (size_t i = 0; i < std::max(r.losses.size(), reference.losses.size()); ++i) {
         if (i >= r.losses.size() || i >= reference.losses.size() || r.lossText[i] != reference.lossText[i]) {
           c.verdict = "fail";
           c.details.push_back(
               i >= r.losses.size() || i >= reference.losses.size()
-                  ? "the original made " + std::to_string(reference.losses.size()) + " backward passes, the migration " +
-                        std::to_string(r.losses.size())
+                  ? "the original made " + std::to_string(reference.losses.size()) +
+                        " backward passes, the migration " + std::to_string(r.losses.size())
                   : "loss of backward " + std::to_string(i + 1) + ": original " + reference.lossText[i] + " (" +
                         std::to_string(reference.losses[i]) + "), migrated " + r.lossText[i] + " (" +
                         std::to_string(r.losses[i]) + ")" +
@@ -298,8 +299,10 @@ std::vector<Check> checkRuns(const VerifyOptions& o, const VerifyRuns& runs, con
       std::string said;
       for (const std::string& line : lines(two.err))
         if (llvm::StringRef(line).starts_with("fabric")) said += line + "\n";
-      if (!said.empty()) c.details.push_back("the runtime said:\n" + tail(said, 8));
-      else c.details.push_back("its last output:\n" + tail(two.err, 10));
+      if (!said.empty())
+        c.details.push_back("the runtime said:\n" + tail(said, 8));
+      else
+        c.details.push_back("its last output:\n" + tail(two.err, 10));
       c.where = findingsOf("fabric-divergent-exit");
     }
     checks.push_back(c);
@@ -311,19 +314,20 @@ std::vector<Check> checkRuns(const VerifyOptions& o, const VerifyRuns& runs, con
     for (size_t i = 0; i < common; ++i)
       if (r0.steps[i] != r1.steps[i]) {
         c.verdict = "fail";
-        c.details.push_back("after step " + std::to_string(i + 1) + " rank 0 and rank 1 hold different parameters: "
+        c.details.push_back("after step " + std::to_string(i + 1) +
+                            " rank 0 and rank 1 hold different parameters: "
                             "the ranks train separate copies (gradients not all-reduced)");
         break;
       }
     std::string sync;
     for (const std::string& line : lines(two.err))
-      if (line.find("sync check FAILED") != std::string::npos || line.find("differs between ranks") != std::string::npos ||
-          line.find("fabric: warning") != std::string::npos)
+      if (line.find("sync check FAILED") != std::string::npos ||
+          line.find("differs between ranks") != std::string::npos || line.find("fabric: warning") != std::string::npos)
         sync += line + "\n";
     if (c.verdict == "fail" || !sync.empty()) {
       if (!sync.empty()) c.details.push_back("the runtime said:\n" + tail(sync, 6));
-      if (c.verdict == "pass" && (sync.find("FAILED") != std::string::npos ||
-                                  sync.find("differs between ranks") != std::string::npos))
+      if (c.verdict == "pass" &&
+          (sync.find("FAILED") != std::string::npos || sync.find("differs between ranks") != std::string::npos))
         c.verdict = "fail";
       c.where = linesMatching(migratedSource, std::regex(R"(\.setup\s*\()"));
       if (c.where.empty()) c.where.push_back("no fabric.setup(...) call in the migrated sources");
@@ -363,8 +367,8 @@ std::vector<Check> checkRuns(const VerifyOptions& o, const VerifyRuns& runs, con
                               " in the original (band " + std::to_string(o.lossTolerance) + ")");
         }
       }
-      c.details.push_back("largest relative difference of windowed mean losses: " + std::to_string(worst) +
-                          " over " + std::to_string(n) + " backward passes");
+      c.details.push_back("largest relative difference of windowed mean losses: " + std::to_string(worst) + " over " +
+                          std::to_string(n) + " backward passes");
     }
     checks.push_back(c);
   }
@@ -392,12 +396,12 @@ std::vector<Check> checkRuns(const VerifyOptions& o, const VerifyRuns& runs, con
           if (value >= lo - tolerance && value <= hi + tolerance) continue;
           if (c.verdict == "fail") continue;  // the first difference is the story
           c.verdict = "fail";
-          c.details.push_back("rank 0 prints " + p.metrics[i].word + " " + std::to_string(value) + " in `" +
-                              p.line + "` (after " + std::to_string(static_cast<long>(p.steps)) +
+          c.details.push_back("rank 0 prints " + p.metrics[i].word + " " + std::to_string(value) + " in `" + p.line +
+                              "` (after " + std::to_string(static_cast<long>(p.steps)) +
                               " steps); the original printed " + std::to_string(lo) +
                               (hi != lo ? " to " + std::to_string(hi) : std::string()) +
-                              " for the same epoch or after as many steps (tolerance " +
-                              std::to_string(tolerance) + "): a metric summed on each rank's shard but divided "
+                              " for the same epoch or after as many steps (tolerance " + std::to_string(tolerance) +
+                              "): a metric summed on each rank's shard but divided "
                               "by the whole data set, or not reduced across ranks?");
           c.where = linesMatching(migratedSource, std::regex("\"[^\"]*" + escapeRegex(p.metrics[i].word)));
           auto reported = findingsOf("fabric-per-rank-metric");
@@ -450,17 +454,21 @@ int reportVerdict(const VerifyOptions& o, const std::vector<Check>& checks, cons
   llvm::outs() << (verdict == kEquivalent ? "verdict: equivalent\n" : "verdict: differences found\n");
 
   if (!o.report.empty()) {
-    nlohmann::json report = {{"subject", subject}, {"steps", o.steps}, {"work", o.work},
+    nlohmann::json report = {{"subject", subject},
+                             {"steps", o.steps},
+                             {"work", o.work},
                              {"verdict", verdict == kEquivalent ? "equivalent" : "differences"},
-                             {"checks", nlohmann::json::array()}, {"migration_findings", runs.migrationFindings}};
+                             {"checks", nlohmann::json::array()},
+                             {"migration_findings", runs.migrationFindings}};
     for (const Check& c : checks)
-      report["checks"].push_back({{"id", c.id}, {"title", c.title}, {"verdict", c.verdict},
-                                  {"details", c.details}, {"where", c.where}});
+      report["checks"].push_back(
+          {{"id", c.id}, {"title", c.title}, {"verdict", c.verdict}, {"details", c.details}, {"where", c.where}});
     std::string problem = writeFileAtomically(o.report, report.dump(2) + "\n");
     llvm::SmallString<256> md(o.report);
     llvm::sys::path::replace_extension(md, "md");
-    if (problem.empty()) problem = writeFileAtomically(std::string(md), markdown(checks, subject, verdict, runs.migrationFindings,
-                                                    o.migrated.empty() ? o.work + "/migration.md" : ""));
+    if (problem.empty())
+      problem = writeFileAtomically(std::string(md), markdown(checks, subject, verdict, runs.migrationFindings,
+                                                              o.migrated.empty() ? o.work + "/migration.md" : ""));
     if (!problem.empty()) {
       error = problem;
       return kCannot;

@@ -40,12 +40,15 @@ CommandLine::Outcome parseOptions(int argc, const char** argv, VerifyOptions& o,
   addCommonFlags(line, common, kBuildPathFlag | kCompilerFlags,
                  {"build folder holding compile_commands.json: verify the project it builds"});
   line.option({"--target"}, "NAME", o.target, "the executable to run, where the project builds several");
-  line.option({"--args"}, "arguments", [&o](const std::string& text) {
-    std::istringstream in(text);
-    o.programArgs.clear();
-    for (std::string word; in >> word;) o.programArgs.push_back(word);
-    return std::string();
-  }, "the program's arguments (split at spaces)");
+  line.option(
+      {"--args"}, "arguments",
+      [&o](const std::string& text) {
+        std::istringstream in(text);
+        o.programArgs.clear();
+        for (std::string word; in >> word;) o.programArgs.push_back(word);
+        return std::string();
+      },
+      "the program's arguments (split at spaces)");
   line.number({"--steps"}, "N", o.steps, "optimizer steps each run makes (default 40)");
   line.option({"--migrated"}, "dir", o.migrated, "verify this migrated tree (a CMake project) instead of migrating");
   line.option({"--work"}, "dir", o.work, "scratch folder (default: a new folder under the temp folder)");
@@ -54,7 +57,8 @@ CommandLine::Outcome parseOptions(int argc, const char** argv, VerifyOptions& o,
   line.option({"--accelerator"}, "cpu|cuda", o.accelerator,
               "the device both programs run on (LT_ACCELERATOR; default: theirs)");
   line.option({"--fabric-dir"}, "dir", o.fabricDir, "the Fabric CMake package (default: the one beside fabricize)");
-  line.number({"--loss-tolerance"}, "R", o.lossTolerance, "relative band of the 2-rank loss around the original's (0.5)");
+  line.number({"--loss-tolerance"}, "R", o.lossTolerance,
+              "relative band of the 2-rank loss around the original's (0.5)");
   line.number({"--metric-tolerance"}, "R", o.metricTolerance, "relative difference of losses printed (0.35)");
   line.number({"--accuracy-tolerance"}, "A", o.accuracyTolerance,
               "difference of accuracies printed (0.05, at least 10% of the value)");
@@ -81,9 +85,12 @@ int runVerify(int argc, const char** argv) {
   VerifyOptions options;
   std::string error;
   switch (parseOptions(argc, argv, options, error)) {
-    case CommandLine::Outcome::HelpShown: return kEquivalent;
-    case CommandLine::Outcome::Error: return cannot(error);
-    case CommandLine::Outcome::Run: break;
+    case CommandLine::Outcome::HelpShown:
+      return kEquivalent;
+    case CommandLine::Outcome::Error:
+      return cannot(error);
+    case CommandLine::Outcome::Run:
+      break;
   }
   VerifyPrograms programs;
   if (!buildPrograms(options, argv[0], programs, error)) return cannot(error);

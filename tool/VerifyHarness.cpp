@@ -88,8 +88,7 @@ namespace {
 // Runs `command` in `cwd` with `extraEnvironment` over this process's,
 // stdout and stderr to files. Folders it needs are made.
 Run execute(const std::vector<std::string>& command, const std::string& cwd,
-            const std::map<std::string, std::string>& extraEnvironment, const std::string& logStem,
-            unsigned timeout) {
+            const std::map<std::string, std::string>& extraEnvironment, const std::string& logStem, unsigned timeout) {
   Run run;
   llvm::sys::fs::create_directories(cwd);
   std::vector<std::string> environment;
@@ -153,12 +152,14 @@ std::vector<std::string> elfExecutables(const std::string& build) {
       if (it->type() == llvm::sys::fs::file_type::directory_file) it.no_push();
       continue;
     }
-    if (it->type() != llvm::sys::fs::file_type::regular_file || llvm::sys::path::filename(path).contains('.'))
-      continue;
+    if (it->type() != llvm::sys::fs::file_type::regular_file || llvm::sys::path::filename(path).contains('.')) continue;
     if (!llvm::sys::fs::can_execute(path)) continue;
     char head[4] = {};
     std::ifstream(path.str(), std::ios::binary).read(head, sizeof head);
-    if (std::string(head, sizeof head) == "\x7f" "ELF") found.push_back(path.str());
+    if (std::string(head, sizeof head) ==
+        "\x7f"
+        "ELF")
+      found.push_back(path.str());
   }
   std::sort(found.begin(), found.end());
   return found;
@@ -173,8 +174,14 @@ std::string buildProject(const std::string& source, const std::string& build, co
   if (!cmake) return "cmake was not found on PATH";
   // -O1: LibTorch code compiles in ~60% of -O3's time, and both programs
   // are built alike (equivalence, not speed, is what is measured).
-  std::vector<std::string> configure{*cmake, "-S", source, "-B", build, "-DCMAKE_BUILD_TYPE=Release",
-                                     "-DCMAKE_CXX_FLAGS_RELEASE=-O1 -DNDEBUG", "-DCMAKE_PREFIX_PATH=" + o.fabricDir};
+  std::vector<std::string> configure{*cmake,
+                                     "-S",
+                                     source,
+                                     "-B",
+                                     build,
+                                     "-DCMAKE_BUILD_TYPE=Release",
+                                     "-DCMAKE_CXX_FLAGS_RELEASE=-O1 -DNDEBUG",
+                                     "-DCMAKE_PREFIX_PATH=" + o.fabricDir};
   if (llvm::sys::fs::exists(include)) configure.push_back("-DCMAKE_PROJECT_INCLUDE=" + include);
   if (llvm::sys::findProgramByName("ninja")) configure.insert(configure.begin() + 1, {"-G", "Ninja"});
   Run step = execute(configure, o.work, {}, logStem + ".configure", 0);
@@ -193,9 +200,9 @@ std::string pickExecutable(const std::string& build, const VerifyOptions& o, std
     return "";
   }
   if (found.size() == 1) return found.front();
-  error = found.empty() ? "the build of " + build + " made no executable"
-                        : "the project builds several executables (" + joined(found) +
-                              "): choose one with --target NAME";
+  error = found.empty()
+              ? "the build of " + build + " made no executable"
+              : "the project builds several executables (" + joined(found) + "): choose one with --target NAME";
   return "";
 }
 
@@ -214,27 +221,25 @@ bool buildPrograms(VerifyOptions& o, const char* argv0, VerifyPrograms& programs
   if (o.fabricDir.empty()) {
     for (const std::string& candidate : {prefix, prefix + "/lib/cmake/Fabric"})
       if (llvm::sys::fs::exists(candidate + "/FabricConfig.cmake")) o.fabricDir = candidate;
-    if (o.fabricDir.empty())
-      {
-    error = "no FabricConfig.cmake beside " + fabricize + ": give --fabric-dir <the Fabric package>";
-    return false;
-  }
+    if (o.fabricDir.empty()) {
+      error = "no FabricConfig.cmake beside " + fabricize + ": give --fabric-dir <the Fabric package>";
+      return false;
+    }
   }
   o.fabricDir = absolutePath(o.fabricDir);
   programs.preload = prefix + "/lib/libfabric_verify_files.so";
-  if (!llvm::sys::fs::exists(programs.preload))
-    {
-    error = programs.preload + " is missing (it tells which rank writes which file): build the runtime's "
-                  "fabric_verify_files target";
+  if (!llvm::sys::fs::exists(programs.preload)) {
+    error = programs.preload +
+            " is missing (it tells which rank writes which file): build the runtime's "
+            "fabric_verify_files target";
     return false;
   }
   if (o.work.empty()) {
     llvm::SmallString<128> folder;
-    if (llvm::sys::fs::createUniqueDirectory("fabricize-verify", folder))
-      {
-    error = "cannot make a scratch folder";
-    return false;
-  }
+    if (llvm::sys::fs::createUniqueDirectory("fabricize-verify", folder)) {
+      error = "cannot make a scratch folder";
+      return false;
+    }
     o.work = std::string(folder);
   }
   o.work = absolutePath(o.work);
@@ -258,7 +263,8 @@ bool buildPrograms(VerifyOptions& o, const char* argv0, VerifyPrograms& programs
     std::vector<std::string> command{fabricize};
     command.insert(command.end(), input.begin(), input.end());
     command.insert(command.end(), {"-o", fresh, "--quiet"});
-    if (instrumented) command.push_back("--instrument-for-verify");
+    if (instrumented)
+      command.push_back("--instrument-for-verify");
     else
       command.insert(command.end(), {"--report", o.work + "/migration.json", "--report", o.work + "/migration.md",
                                      "--report", o.work + "/migration.html"});
@@ -266,8 +272,7 @@ bool buildPrograms(VerifyOptions& o, const char* argv0, VerifyPrograms& programs
       command.push_back("--");
       command.insert(command.end(), o.compilerFlags.begin(), o.compilerFlags.end());
     }
-    Run run = execute(command, o.work, {},
-                      o.work + (instrumented ? "/instrument" : "/migrate"), 0);
+    Run run = execute(command, o.work, {}, o.work + (instrumented ? "/instrument" : "/migrate"), 0);
     if (run.exitCode != 0 && run.exitCode != 1)
       return std::string(instrumented ? "instrumenting" : "migrating") + " failed:\n" + tail(run.err, 30);
     return syncTree(fresh, out);
@@ -283,11 +288,10 @@ bool buildPrograms(VerifyOptions& o, const char* argv0, VerifyPrograms& programs
     if (error = writeTree(migratedTree, false); !error.empty()) return false;
   } else {
     migratedTree = absolutePath(o.migrated);
-    if (!llvm::sys::fs::exists(migratedTree + "/CMakeLists.txt"))
-      {
-    error = "--migrated " + o.migrated + " has no CMakeLists.txt: give the migrated project's root";
-    return false;
-  }
+    if (!llvm::sys::fs::exists(migratedTree + "/CMakeLists.txt")) {
+      error = "--migrated " + o.migrated + " has no CMakeLists.txt: give the migrated project's root";
+      return false;
+    }
   }
   // A project's tree mirrors the project root; its CMakeLists.txt is where
   // the CMake source directory is under that root (a project folder inside
@@ -309,8 +313,9 @@ bool buildPrograms(VerifyOptions& o, const char* argv0, VerifyPrograms& programs
   const char* names[2] = {"original", "migrated"};
   for (int i = 0; i < 2; ++i) {
     // One build folder per tree (a CMake build belongs to one source folder).
-    const std::string build = o.work + "/build-" + names[i] +
-                              (i == 1 && !o.migrated.empty() ? "-" + std::to_string(std::hash<std::string>()(migratedTree)) : "");
+    const std::string build =
+        o.work + "/build-" + names[i] +
+        (i == 1 && !o.migrated.empty() ? "-" + std::to_string(std::hash<std::string>()(migratedTree)) : "");
     if (std::string problem = buildProject(trees[i], build, o, o.work + "/" + names[i]); !problem.empty()) {
       error = "the " + std::string(names[i]) + " program: " + problem;
       return false;
@@ -352,8 +357,9 @@ bool runPrograms(const VerifyOptions& o, const VerifyPrograms& programs, VerifyR
     return false;
   }
   if (!originalRecord[0].present || originalRecord[0].steps.empty()) {
-    error = "the original program made no optimizer step that fabricize could record (no "
-            "optimizer.step() in the project's code?)";
+    error =
+        "the original program made no optimizer step that fabricize could record (no "
+        "optimizer.step() in the project's code?)";
     return false;
   }
   runs.one = runProgram("one", programs.migrated, 1);

@@ -45,7 +45,6 @@ struct Record {
   std::string end;
 };
 
-
 // The programs, built.
 struct VerifyPrograms {
   std::string original, migrated;  // executables

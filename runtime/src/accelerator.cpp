@@ -21,15 +21,13 @@ AcceleratorChoice choose_accelerator(const Options& options) {
   const int visible = accelerator == "cuda" ? static_cast<int>(torch::cuda::device_count()) : 1;
   if (accelerator == "cuda") {
     if (devices.kind == DeviceSelection::Kind::Count && devices.count > visible) {
-      throw std::invalid_argument("fabric: devices=" + std::to_string(devices.count) +
-                                  " but only " + std::to_string(visible) +
-                                  " CUDA devices are visible");
+      throw std::invalid_argument("fabric: devices=" + std::to_string(devices.count) + " but only " +
+                                  std::to_string(visible) + " CUDA devices are visible");
     }
     for (int id : devices.ids) {
       if (id >= visible) {
-        throw std::invalid_argument("fabric: CUDA device " + std::to_string(id) +
-                                    " does not exist (" + std::to_string(visible) +
-                                    " visible)");
+        throw std::invalid_argument("fabric: CUDA device " + std::to_string(id) + " does not exist (" +
+                                    std::to_string(visible) + " visible)");
       }
     }
   }
@@ -41,14 +39,12 @@ AcceleratorChoice choose_accelerator(const Options& options) {
   return choice;
 }
 
-torch::Device device_for_local_rank(const AcceleratorChoice& choice, const Options& options,
-                                    int local_rank) {
+torch::Device device_for_local_rank(const AcceleratorChoice& choice, const Options& options, int local_rank) {
   if (choice.accelerator != "cuda") return torch::Device(torch::kCPU);
   const DeviceSelection& devices = options.devices();
-  const int index = local_rank < static_cast<int>(devices.ids.size()) ? devices.ids[local_rank]
-                                                                      : local_rank;
+  const int index = local_rank < static_cast<int>(devices.ids.size()) ? devices.ids[local_rank] : local_rank;
   return torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(index));
 }
 
-} // namespace detail
-} // namespace fabric
+}  // namespace detail
+}  // namespace fabric

@@ -24,8 +24,7 @@ AcceleratorChoice choose_accelerator(const Options& options);
 
 // The device of local rank `local_rank`: CPU, or the CUDA device the
 // devices option lists at that position (its index when it lists none).
-torch::Device device_for_local_rank(const AcceleratorChoice& choice, const Options& options,
-                                    int local_rank);
+torch::Device device_for_local_rank(const AcceleratorChoice& choice, const Options& options, int local_rank);
 
-} // namespace detail
-} // namespace fabric
+}  // namespace detail
+}  // namespace fabric

@@ -50,8 +50,7 @@
 #include <vector>
 
 #define FABRIC_TORCH_AT_LEAST(major, minor) \
-  (TORCH_VERSION_MAJOR > (major) ||         \
-   (TORCH_VERSION_MAJOR == (major) && TORCH_VERSION_MINOR >= (minor)))
+  (TORCH_VERSION_MAJOR > (major) || (TORCH_VERSION_MAJOR == (major) && TORCH_VERSION_MINOR >= (minor)))
 
 namespace fabric {
 namespace detail {
@@ -69,17 +68,14 @@ template <class Group, class = void>
 struct has_set_default_backend : std::false_type {};
 template <class Group>
 struct has_set_default_backend<
-    Group, std::void_t<decltype(std::declval<Group&>().setDefaultBackend(
-               Group::BackendType::GLOO))>> : std::true_type {};
+    Group, std::void_t<decltype(std::declval<Group&>().setDefaultBackend(Group::BackendType::GLOO))>> : std::true_type {
+};
 
 // A ProcessGroup that routes collectives on `device_type` tensors to `backend`.
 template <class Group = c10d::ProcessGroup>
-ProcessGroupPtr wrap_backend(const StorePtr& store, int rank, int size,
-                             c10::intrusive_ptr<c10d::Backend> backend,
-                             c10::DeviceType device_type,
-                             typename Group::BackendType backend_type,
-                             const std::string& backend_name,
-                             std::chrono::milliseconds timeout) {
+ProcessGroupPtr wrap_backend(const StorePtr& store, int rank, int size, c10::intrusive_ptr<c10d::Backend> backend,
+                             c10::DeviceType device_type, typename Group::BackendType backend_type,
+                             const std::string& backend_name, std::chrono::milliseconds timeout) {
   c10::intrusive_ptr<Group> group;
   if constexpr (std::is_constructible<Group, const StorePtr&, int, int>::value) {
     group = c10::make_intrusive<Group>(store, rank, size);
@@ -96,30 +92,27 @@ ProcessGroupPtr wrap_backend(const StorePtr& store, int rank, int size,
 
 #endif
 
-inline ProcessGroupPtr make_gloo_group(const StorePtr& store, int rank, int size,
-                                       std::chrono::milliseconds timeout, GlooDevice device) {
+inline ProcessGroupPtr make_gloo_group(const StorePtr& store, int rank, int size, std::chrono::milliseconds timeout,
+                                       GlooDevice device) {
   auto options = c10d::ProcessGroupGloo::Options::create(timeout);
   options->devices.push_back(std::move(device));
   auto gloo = c10::make_intrusive<c10d::ProcessGroupGloo>(store, rank, size, options);
 #if FABRIC_TORCH_AT_LEAST(2, 0)
-  return wrap_backend(store, rank, size, c10::static_intrusive_pointer_cast<c10d::Backend>(gloo),
-                      c10::DeviceType::CPU, c10d::ProcessGroup::BackendType::GLOO, "gloo",
-                      timeout);
+  return wrap_backend(store, rank, size, c10::static_intrusive_pointer_cast<c10d::Backend>(gloo), c10::DeviceType::CPU,
+                      c10d::ProcessGroup::BackendType::GLOO, "gloo", timeout);
 #else
   return gloo;
 #endif
 }
 
 #ifdef USE_C10D_NCCL
-inline ProcessGroupPtr make_nccl_group(const StorePtr& store, int rank, int size,
-                                       std::chrono::milliseconds timeout) {
+inline ProcessGroupPtr make_nccl_group(const StorePtr& store, int rank, int size, std::chrono::milliseconds timeout) {
   auto options = c10d::ProcessGroupNCCL::Options::create();
   options->timeout = timeout;
   auto nccl = c10::make_intrusive<c10d::ProcessGroupNCCL>(store, rank, size, options);
 #if FABRIC_TORCH_AT_LEAST(2, 0)
-  return wrap_backend(store, rank, size, c10::static_intrusive_pointer_cast<c10d::Backend>(nccl),
-                      c10::DeviceType::CUDA, c10d::ProcessGroup::BackendType::NCCL, "nccl",
-                      timeout);
+  return wrap_backend(store, rank, size, c10::static_intrusive_pointer_cast<c10d::Backend>(nccl), c10::DeviceType::CUDA,
+                      c10d::ProcessGroup::BackendType::NCCL, "nccl", timeout);
 #else
   return nccl;
 #endif
@@ -133,11 +126,9 @@ inline ProcessGroupPtr make_nccl_group(const StorePtr& store, int rank, int size
 // which a view refuses ("Can't detach views in-place"): every user's loop
 // would throw.
 template <class Reducer = c10d::Reducer>
-std::unique_ptr<Reducer> make_reducer(std::vector<at::Tensor> params,
-                                      std::vector<std::vector<size_t>> bucket_indices,
-                                      std::vector<size_t> per_bucket_size_limits,
-                                      ProcessGroupPtr group, int64_t bucket_bytes_cap,
-                                      int64_t first_bucket_bytes_cap,
+std::unique_ptr<Reducer> make_reducer(std::vector<at::Tensor> params, std::vector<std::vector<size_t>> bucket_indices,
+                                      std::vector<size_t> per_bucket_size_limits, ProcessGroupPtr group,
+                                      int64_t bucket_bytes_cap, int64_t first_bucket_bytes_cap,
                                       bool find_unused_parameters,
                                       std::unordered_map<size_t, std::string> param_names) {
   std::vector<bool> expect_sparse_gradients(params.size(), false);
@@ -145,37 +136,29 @@ std::unique_ptr<Reducer> make_reducer(std::vector<at::Tensor> params,
   using Tensors = std::vector<at::Tensor>;
   using Buckets = std::vector<std::vector<size_t>>;
   using Names = std::unordered_map<size_t, std::string>;
-  if constexpr (std::is_constructible<Reducer, Tensors, Buckets, std::vector<size_t>,
-                                      ProcessGroupPtr, std::vector<bool>, int64_t, bool, bool,
-                                      Names, int64_t>::value) {
+  if constexpr (std::is_constructible<Reducer, Tensors, Buckets, std::vector<size_t>, ProcessGroupPtr,
+                                      std::vector<bool>, int64_t, bool, bool, Names, int64_t>::value) {
     // 1.13 .. ~2.7
-    return std::make_unique<Reducer>(std::move(params), std::move(bucket_indices),
-                                     std::move(per_bucket_size_limits), std::move(group),
-                                     std::move(expect_sparse_gradients), bucket_bytes_cap,
-                                     find_unused_parameters, gradient_as_bucket_view,
-                                     std::move(param_names), first_bucket_bytes_cap);
-  } else if constexpr (std::is_constructible<Reducer, Tensors, Buckets, ProcessGroupPtr,
-                                             std::vector<bool>, int64_t, bool, bool, Names,
-                                             int64_t, bool, bool>::value) {
+    return std::make_unique<Reducer>(std::move(params), std::move(bucket_indices), std::move(per_bucket_size_limits),
+                                     std::move(group), std::move(expect_sparse_gradients), bucket_bytes_cap,
+                                     find_unused_parameters, gradient_as_bucket_view, std::move(param_names),
+                                     first_bucket_bytes_cap);
+  } else if constexpr (std::is_constructible<Reducer, Tensors, Buckets, ProcessGroupPtr, std::vector<bool>, int64_t,
+                                             bool, bool, Names, int64_t, bool, bool>::value) {
     // ~2.8: the Reducer re-derives the size limits from the caps.
-    return std::make_unique<Reducer>(std::move(params), std::move(bucket_indices),
-                                     std::move(group), std::move(expect_sparse_gradients),
-                                     bucket_bytes_cap, find_unused_parameters,
-                                     gradient_as_bucket_view, std::move(param_names),
-                                     first_bucket_bytes_cap,
+    return std::make_unique<Reducer>(std::move(params), std::move(bucket_indices), std::move(group),
+                                     std::move(expect_sparse_gradients), bucket_bytes_cap, find_unused_parameters,
+                                     gradient_as_bucket_view, std::move(param_names), first_bucket_bytes_cap,
                                      /*skip_all_reduce_unused_params=*/false,
                                      /*use_python_reducer=*/false);
   } else {
     // Newer: an explicit list of bucket caps, first bucket first.
     std::vector<int64_t> bucket_bytes_cap_list{first_bucket_bytes_cap, bucket_bytes_cap};
-    return std::make_unique<Reducer>(std::move(params), std::move(bucket_indices),
-                                     std::move(group), std::move(expect_sparse_gradients),
-                                     bucket_bytes_cap, find_unused_parameters,
-                                     gradient_as_bucket_view, std::move(param_names),
-                                     first_bucket_bytes_cap,
+    return std::make_unique<Reducer>(std::move(params), std::move(bucket_indices), std::move(group),
+                                     std::move(expect_sparse_gradients), bucket_bytes_cap, find_unused_parameters,
+                                     gradient_as_bucket_view, std::move(param_names), first_bucket_bytes_cap,
                                      /*skip_all_reduce_unused_params=*/false,
-                                     /*use_python_reducer=*/false,
-                                     std::move(bucket_bytes_cap_list));
+                                     /*use_python_reducer=*/false, std::move(bucket_bytes_cap_list));
   }
 }
 
@@ -214,7 +197,7 @@ Error error_without_backtrace(std::string message) {
   }
 }
 
-} // namespace c10d_compat
+}  // namespace c10d_compat
 
 // Autocast switches: 1.13 has one pair of functions per device kind
 // (set_enabled/set_autocast_gpu_dtype for CUDA, set_cpu_enabled/
@@ -222,19 +205,12 @@ Error error_without_backtrace(std::string message) {
 namespace autocast_compat {
 #if FABRIC_TORCH_AT_LEAST(2, 4)
 inline bool is_enabled(c10::DeviceType device) { return at::autocast::is_autocast_enabled(device); }
-inline void set_enabled(c10::DeviceType device, bool on) {
-  at::autocast::set_autocast_enabled(device, on);
-}
-inline at::ScalarType dtype(c10::DeviceType device) {
-  return at::autocast::get_autocast_dtype(device);
-}
-inline void set_dtype(c10::DeviceType device, at::ScalarType type) {
-  at::autocast::set_autocast_dtype(device, type);
-}
+inline void set_enabled(c10::DeviceType device, bool on) { at::autocast::set_autocast_enabled(device, on); }
+inline at::ScalarType dtype(c10::DeviceType device) { return at::autocast::get_autocast_dtype(device); }
+inline void set_dtype(c10::DeviceType device, at::ScalarType type) { at::autocast::set_autocast_dtype(device, type); }
 #else
 inline bool is_enabled(c10::DeviceType device) {
-  return device == c10::DeviceType::CUDA ? at::autocast::is_enabled()
-                                         : at::autocast::is_cpu_enabled();
+  return device == c10::DeviceType::CUDA ? at::autocast::is_enabled() : at::autocast::is_cpu_enabled();
 }
 inline void set_enabled(c10::DeviceType device, bool on) {
   if (device == c10::DeviceType::CUDA) {
@@ -255,6 +231,6 @@ inline void set_dtype(c10::DeviceType device, at::ScalarType type) {
   }
 }
 #endif
-} // namespace autocast_compat
-} // namespace detail
-} // namespace fabric
+}  // namespace autocast_compat
+}  // namespace detail
+}  // namespace fabric

@@ -48,7 +48,7 @@ std::string directory_of(const std::string& path) {
   if (slash == std::string::npos) return ".";
   return slash == 0 ? "/" : path.substr(0, slash);
 }
-} // namespace
+}  // namespace
 
 // LibTorch's archive reader does not check the CRC-32 its writer stores for
 // every record (miniz is built with MINIZ_DISABLE_ZIP_READER_CRC32_CHECKS), so
@@ -77,13 +77,12 @@ uint64_t little_endian(const unsigned char* bytes, int count) {
   for (int i = count - 1; i >= 0; --i) value = (value << 8) | bytes[i];
   return value;
 }
-} // namespace
+}  // namespace
 
 void verify_checkpoint_checksums(const std::string& path) {
   const auto damaged = [&path](const std::string& why) {
-    throw CheckpointError("fabric::load: '" + path +
-                          "' is not a readable checkpoint (truncated or corrupted?): " + why +
-                          ". Restore a good copy, or delete it to start without it");
+    throw CheckpointError("fabric::load: '" + path + "' is not a readable checkpoint (truncated or corrupted?): " +
+                          why + ". Restore a good copy, or delete it to start without it");
   };
   std::ifstream file(path, std::ios::binary);
   if (!file) return;  // the reader reports it
@@ -182,8 +181,7 @@ void write_file_atomically(const std::string& path, const std::string& bytes) {
   if (::unlink(temporary.c_str()) != 0 && errno != ENOENT) {
     throw_file_error("remove the old temporary file", temporary, errno);
   }
-  const int fd =
-      ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  const int fd = ::open(temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (fd < 0) throw_file_error("create", temporary, errno);
   const char* data = bytes.data();
   size_t left = bytes.size();
@@ -214,8 +212,7 @@ void write_file_atomically(const std::string& path, const std::string& bytes) {
   if (::rename(temporary.c_str(), path.c_str()) != 0) {
     error = errno;
     ::unlink(temporary.c_str());
-    throw std::runtime_error("fabric: cannot rename '" + temporary + "' to '" + path +
-                             "': " + std::strerror(error));
+    throw std::runtime_error("fabric: cannot rename '" + temporary + "' to '" + path + "': " + std::strerror(error));
   }
   // Makes the rename itself durable.
   const int directory = ::open(directory_of(path).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -225,7 +222,7 @@ void write_file_atomically(const std::string& path, const std::string& bytes) {
   }
 }
 
-} // namespace detail
+}  // namespace detail
 
 // ---- checkpoints of the whole state ----------------------------------------
 
@@ -242,12 +239,11 @@ std::string entry_key(size_t index) { return "entry" + std::to_string(index); }
 constexpr const char* kScaleKey = "fabric_loss_scale";
 constexpr const char* kGrowthTrackerKey = "fabric_loss_scale_growth_tracker";
 
-std::vector<std::string> read_string_list(torch::serialize::InputArchive& archive,
-                                          const char* key, const std::string& path) {
+std::vector<std::string> read_string_list(torch::serialize::InputArchive& archive, const char* key,
+                                          const std::string& path) {
   c10::IValue value;
   if (!archive.try_read(key, value) || !value.isList()) {
-    throw CheckpointError("fabric::load: '" + path + "' is not a fabric::State checkpoint (no '" +
-                          key +
+    throw CheckpointError("fabric::load: '" + path + "' is not a fabric::State checkpoint (no '" + key +
                           "'); was it written by fabric.save(path, object)? Load it with "
                           "fabric.load(path, object) then");
   }
@@ -256,12 +252,11 @@ std::vector<std::string> read_string_list(torch::serialize::InputArchive& archiv
   return strings;
 }
 
-} // namespace
+}  // namespace
 
 const char* StateEntry::kind() const noexcept {
-  static const char* const kNames[] = {"module", "optimizer", "tensor",    "int64",  "int32",
-                                       "double", "float",     "bool",      "string", "scheduler",
-                                       "loader", "random_state"};
+  static const char* const kNames[] = {"module", "optimizer", "tensor", "int64",     "int32",  "double",
+                                       "float",  "bool",      "string", "scheduler", "loader", "random_state"};
   static_assert(sizeof(kNames) / sizeof(kNames[0]) == std::variant_size<Target>::value,
                 "a name for every kind of entry");
   return kNames[target_.index()];
@@ -271,9 +266,7 @@ namespace {
 
 // LRScheduler keeps its step count protected; a derived class may name it.
 struct SchedulerSteps : torch::optim::LRScheduler {
-  static unsigned& of(torch::optim::LRScheduler& scheduler) {
-    return scheduler.*(&SchedulerSteps::step_count_);
-  }
+  static unsigned& of(torch::optim::LRScheduler& scheduler) { return scheduler.*(&SchedulerSteps::step_count_); }
 };
 
 // Every rank's default generator states, gathered (a collective).
@@ -311,7 +304,7 @@ RandomStates gather_random_states(Fabric& fabric) {
   return states;
 }
 
-} // namespace
+}  // namespace
 
 State::State(std::initializer_list<StateEntry> entries) {
   for (const auto& entry : entries) add(entry);
@@ -320,8 +313,7 @@ State::State(std::initializer_list<StateEntry> entries) {
 State& State::add(StateEntry entry) {
   for (const auto& existing : entries_) {
     if (existing.name() == entry.name()) {
-      throw std::invalid_argument("fabric::State: the name '" + entry.name() +
-                                  "' appears twice");
+      throw std::invalid_argument("fabric::State: the name '" + entry.name() + "' appears twice");
     }
   }
   entries_.push_back(std::move(entry));
@@ -351,8 +343,7 @@ void Fabric::load_module_file(const std::string& path, torch::nn::Module& module
   state_->strategy->module_loaded(module);
 }
 
-void Fabric::load_other_file(const std::string& path,
-                             const std::function<void(const std::string&)>& read) {
+void Fabric::load_other_file(const std::string& path, const std::function<void(const std::string&)>& read) {
   detail::FabricState::MonitorScope scope(state_->monitor.get(), "fabric.load()");
   const auto load = [&] {
     torch::serialize::InputArchive archive;
@@ -360,8 +351,7 @@ void Fabric::load_other_file(const std::string& path,
     try {
       read(path);
     } catch (const std::exception& error) {
-      throw CheckpointError("fabric::load: '" + path + "': " +
-                            detail::first_line_of(detail::message_of(error)) +
+      throw CheckpointError("fabric::load: '" + path + "': " + detail::first_line_of(detail::message_of(error)) +
                             " (does the file hold what is loaded into?)");
     }
   };
@@ -370,8 +360,7 @@ void Fabric::load_other_file(const std::string& path,
 
 void Fabric::save_optimizer_file(const std::string& path, torch::optim::Optimizer& optimizer) {
   state_->strategy->check_in_sync("fabric.save()");
-  auto undo = state_->collective(
-      "fabric.save()", [&] { return state_->strategy->gather_optimizer_state(optimizer); });
+  auto undo = state_->collective("fabric.save()", [&] { return state_->strategy->gather_optimizer_state(optimizer); });
   struct Undo {
     std::function<void()>& step;
     ~Undo() {
@@ -416,9 +405,8 @@ void Fabric::save(const std::string& path, const State& state) {
   } undo_at_exit{undo};
   for (const auto& entry : state.entries()) {
     if (auto* const* optimizer = std::get_if<torch::optim::Optimizer*>(&entry.target())) {
-      undo.push_back(state_->collective("fabric.save()", [&] {
-        return state_->strategy->gather_optimizer_state(**optimizer);
-      }));
+      undo.push_back(
+          state_->collective("fabric.save()", [&] { return state_->strategy->gather_optimizer_state(**optimizer); }));
     }
   }
   // Every rank's generators, gathered by every rank before rank 0 writes.
@@ -504,8 +492,9 @@ void Fabric::load(const std::string& path, const State& state, bool strict) {
     detail::open_checkpoint(path, archive, device());
     c10::IValue format;
     if (!archive.try_read(kFormatKey, format) || !format.isInt()) {
-      fail("not a fabric::State checkpoint; was it written by fabric.save(path, object)? "
-           "Then load it with fabric.load(path, object)");
+      fail(
+          "not a fabric::State checkpoint; was it written by fabric.save(path, object)? "
+          "Then load it with fabric.load(path, object)");
     }
     if (format.toInt() > kFormatVersion) {
       fail("written by a newer Fabric (format " + std::to_string(format.toInt()) + ")");
@@ -523,8 +512,8 @@ void Fabric::load(const std::string& path, const State& state, bool strict) {
       }
       const size_t index = static_cast<size_t>(found - names.begin());
       if (kinds[index] != entry.kind()) {
-        fail("'" + entry.name() + "' holds a " + kinds[index] + " in the checkpoint, but a " +
-             entry.kind() + " was passed to load it into");
+        fail("'" + entry.name() + "' holds a " + kinds[index] + " in the checkpoint, but a " + entry.kind() +
+             " was passed to load it into");
       }
       file_index_of_entry.push_back(index);
     }
@@ -559,8 +548,7 @@ void Fabric::load(const std::string& path, const State& state, bool strict) {
         archive.read(entry_key(file_index_of_entry[position]), nested);
         detail::collect_module_tensors(**module, nested, "", module_copies[position]);
       } catch (const std::exception& error) {
-        fail("cannot load '" + entry.name() + "': " +
-             detail::first_line_of(detail::message_of(error)));
+        fail("cannot load '" + entry.name() + "': " + detail::first_line_of(detail::message_of(error)));
       }
     }
   };
@@ -571,10 +559,10 @@ void Fabric::load(const std::string& path, const State& state, bool strict) {
     nested.read("world_size", saved_world);
     if (saved_world.toInt() != world_size()) {
       if (is_global_zero()) {
-        detail::write_stderr_line(
-            "fabric: note: '" + path + "' holds the random generator states of " +
-            std::to_string(saved_world.toInt()) + " ranks, this job has " + std::to_string(world_size()) +
-            ": the generators are left as they are (the run continues, not bit for bit)");
+        detail::write_stderr_line("fabric: note: '" + path + "' holds the random generator states of " +
+                                  std::to_string(saved_world.toInt()) + " ranks, this job has " +
+                                  std::to_string(world_size()) +
+                                  ": the generators are left as they are (the run continues, not bit for bit)");
       }
       return;
     }
@@ -645,8 +633,7 @@ void Fabric::load(const std::string& path, const State& state, bool strict) {
             },
             entry.target());
       } catch (const std::exception& error) {
-        fail("cannot load '" + entry.name() + "': " +
-             detail::first_line_of(detail::message_of(error)));
+        fail("cannot load '" + entry.name() + "': " + detail::first_line_of(detail::message_of(error)));
       }
     }
   };
@@ -654,5 +641,4 @@ void Fabric::load(const std::string& path, const State& state, bool strict) {
   detail::agree_on_load(*this, detail::load_error_of(path, apply));
 }
 
-
-} // namespace fabric
+}  // namespace fabric

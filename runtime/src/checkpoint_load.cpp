@@ -27,21 +27,19 @@ std::string rank_list(const std::vector<int>& ranks) {
   for (size_t i = 0; i < ranks.size(); ++i) text += (i > 0 ? ", " : "") + std::to_string(ranks[i]);
   return text;
 }
-} // namespace
+}  // namespace
 
 void collect_module_tensors(torch::nn::Module& module, torch::serialize::InputArchive& archive,
                             const std::string& prefix, TensorCopies& copies) {
   const auto collect = [&](const std::string& name, const torch::Tensor& target, bool is_buffer) {
     torch::Tensor loaded;
     if (!archive.try_read(name, loaded, is_buffer)) {
-      throw std::runtime_error("the checkpoint has no " +
-                               std::string(is_buffer ? "buffer '" : "parameter '") + prefix +
+      throw std::runtime_error("the checkpoint has no " + std::string(is_buffer ? "buffer '" : "parameter '") + prefix +
                                name + "'");
     }
     if (loaded.sizes() != target.sizes()) {
-      throw std::runtime_error(prefix + name + " has shape " + c10::str(loaded.sizes()) +
-                               " in the checkpoint but " + c10::str(target.sizes()) +
-                               " in the model");
+      throw std::runtime_error(prefix + name + " has shape " + c10::str(loaded.sizes()) + " in the checkpoint but " +
+                               c10::str(target.sizes()) + " in the model");
     }
     copies.emplace_back(target, loaded);
   };
@@ -68,20 +66,17 @@ void copy_module_tensors(const TensorCopies& copies) {
   }
 }
 
-void open_checkpoint(const std::string& path, torch::serialize::InputArchive& archive,
-                     torch::Device device) {
-  struct stat status {};
+void open_checkpoint(const std::string& path, torch::serialize::InputArchive& archive, torch::Device device) {
+  struct stat status{};
   if (::stat(path.c_str(), &status) != 0) {
     const int error = errno;
-    throw CheckpointError(
-        "fabric::load: cannot open '" + path + "': " + std::strerror(error) +
-        (error == ENOENT ? ". There is no checkpoint at that path: check it, or catch c10::Error "
-                           "around fabric.load to start without one"
-                         : ""));
+    throw CheckpointError("fabric::load: cannot open '" + path + "': " + std::strerror(error) +
+                          (error == ENOENT ? ". There is no checkpoint at that path: check it, or catch c10::Error "
+                                             "around fabric.load to start without one"
+                                           : ""));
   }
   if (S_ISDIR(status.st_mode)) {
-    throw CheckpointError("fabric::load: '" + path +
-                          "' is a directory, not a checkpoint file: pass the file's path");
+    throw CheckpointError("fabric::load: '" + path + "' is a directory, not a checkpoint file: pass the file's path");
   }
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
@@ -92,8 +87,7 @@ void open_checkpoint(const std::string& path, torch::serialize::InputArchive& ar
   try {
     archive.load_from(path, device);
   } catch (const std::exception& error) {
-    throw CheckpointError("fabric::load: '" + path +
-                          "' is not a readable checkpoint (truncated or corrupted?): " +
+    throw CheckpointError("fabric::load: '" + path + "' is not a readable checkpoint (truncated or corrupted?): " +
                           first_line_of(message_of(error)).substr(0, 300) +
                           ". Restore a good copy, or delete it to start without it");
   }
@@ -122,5 +116,5 @@ void agree_on_load(Fabric& fabric, const std::string& local_error) {
   throw CheckpointError(message);
 }
 
-} // namespace detail
-} // namespace fabric
+}  // namespace detail
+}  // namespace fabric

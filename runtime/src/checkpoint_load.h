@@ -26,8 +26,7 @@ void verify_checkpoint_checksums(const std::string& path);
 
 // The start of every load: the file exists, is a file, is readable, passes
 // the CRC checks and parses as an archive.
-void open_checkpoint(const std::string& path, torch::serialize::InputArchive& archive,
-                     torch::Device device);
+void open_checkpoint(const std::string& path, torch::serialize::InputArchive& archive, torch::Device device);
 
 // Module::load would set_() every parameter to the file's tensor. A
 // parameter whose storage is swapped that way is no longer reduced by the
@@ -62,5 +61,5 @@ std::string load_error_of(const std::string& path, Function&& function) {
 // all-reduce of world_size integers, plus a broadcast on failure.
 void agree_on_load(Fabric& fabric, const std::string& local_error);
 
-} // namespace detail
-} // namespace fabric
+}  // namespace detail
+}  // namespace fabric

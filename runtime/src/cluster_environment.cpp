@@ -37,16 +37,13 @@ std::optional<ProcessPlacement> placement_from_environment() {
   if (!found) return std::nullopt;
   ProcessPlacement& placement = *found;
   placement.local_world_size = std::max(1, placement.local_world_size);
-  placement.num_nodes =
-      (placement.world_size + placement.local_world_size - 1) / placement.local_world_size;
-  if (placement.world_size < 1 || placement.global_rank < 0 ||
-      placement.global_rank >= placement.world_size || placement.local_rank < 0 ||
-      placement.local_rank >= placement.local_world_size) {
-    throw std::runtime_error("fabric: inconsistent " + placement.launcher +
-                             " environment: rank " + std::to_string(placement.global_rank) +
-                             ", world size " + std::to_string(placement.world_size) +
-                             ", local rank " + std::to_string(placement.local_rank) +
-                             ", local world size " + std::to_string(placement.local_world_size));
+  placement.num_nodes = (placement.world_size + placement.local_world_size - 1) / placement.local_world_size;
+  if (placement.world_size < 1 || placement.global_rank < 0 || placement.global_rank >= placement.world_size ||
+      placement.local_rank < 0 || placement.local_rank >= placement.local_world_size) {
+    throw std::runtime_error(
+        "fabric: inconsistent " + placement.launcher + " environment: rank " + std::to_string(placement.global_rank) +
+        ", world size " + std::to_string(placement.world_size) + ", local rank " +
+        std::to_string(placement.local_rank) + ", local world size " + std::to_string(placement.local_world_size));
   }
   return found;
 }
@@ -68,20 +65,18 @@ ProcessPlacement placement_from_options(const Options& options, int local_proces
   placement.global_rank = placement.node_rank * local_processes;
   placement.master_addr = environment_string("MASTER_ADDR", "127.0.0.1");
   placement.master_port = environment_integer("MASTER_PORT", 0);
-  if (placement.num_nodes > 1 &&
-      (std::getenv("MASTER_ADDR") == nullptr || std::getenv("MASTER_PORT") == nullptr ||
-       std::getenv("NODE_RANK") == nullptr)) {
-    throw std::invalid_argument(
-        "fabric: num_nodes=" + std::to_string(placement.num_nodes) +
-        " needs MASTER_ADDR, MASTER_PORT and NODE_RANK in the environment of every node "
-        "(or start the job with torchrun or SLURM)");
+  if (placement.num_nodes > 1 && (std::getenv("MASTER_ADDR") == nullptr || std::getenv("MASTER_PORT") == nullptr ||
+                                  std::getenv("NODE_RANK") == nullptr)) {
+    throw std::invalid_argument("fabric: num_nodes=" + std::to_string(placement.num_nodes) +
+                                " needs MASTER_ADDR, MASTER_PORT and NODE_RANK in the environment of every node "
+                                "(or start the job with torchrun or SLURM)");
   }
   if (placement.node_rank < 0 || placement.node_rank >= placement.num_nodes) {
-    throw std::invalid_argument("fabric: NODE_RANK=" + std::to_string(placement.node_rank) +
-                                " is outside 0.." + std::to_string(placement.num_nodes - 1));
+    throw std::invalid_argument("fabric: NODE_RANK=" + std::to_string(placement.node_rank) + " is outside 0.." +
+                                std::to_string(placement.num_nodes - 1));
   }
   return placement;
 }
 
-} // namespace detail
-} // namespace fabric
+}  // namespace detail
+}  // namespace fabric

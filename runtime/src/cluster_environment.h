@@ -43,5 +43,5 @@ bool global_zero_from_environment();
 // (devices from the options, nodes from NODE_RANK/MASTER_ADDR/MASTER_PORT).
 ProcessPlacement placement_from_options(const Options& options, int local_processes);
 
-} // namespace detail
-} // namespace fabric
+}  // namespace detail
+}  // namespace fabric

@@ -47,7 +47,7 @@ c10d::ReduceOp to_c10d(ReduceOp op) {
   return c10d::ReduceOp::SUM;
 }
 
-} // namespace detail
+}  // namespace detail
 
 torch::Tensor Fabric::all_reduce(const torch::Tensor& tensor, ReduceOp op) {
   auto& state = *state_;
@@ -57,8 +57,7 @@ torch::Tensor Fabric::all_reduce(const torch::Tensor& tensor, ReduceOp op) {
     std::vector<at::Tensor> tensors{result};
     c10d::AllreduceOptions reduce_options;
     reduce_options.reduceOp = detail::to_c10d(op);
-    state.collective("fabric.all_reduce()",
-                     [&] { state.group->allreduce(tensors, reduce_options)->wait(); });
+    state.collective("fabric.all_reduce()", [&] { state.group->allreduce(tensors, reduce_options)->wait(); });
   }
   if (op == ReduceOp::Mean) result = result / world_size();
   return result;
@@ -74,15 +73,14 @@ int64_t Fabric::all_reduce_integer(int64_t value, ReduceOp op) {
 
 void Fabric::check_integer_reduction(ReduceOp op, const char* what) {
   if (op != ReduceOp::Mean) return;
-  throw std::invalid_argument(
-      std::string("fabric::all_reduce: ReduceOp::Mean of ") + what +
-      " would not be one: pass a double (or float) to average, or reduce with "
-      "ReduceOp::Sum and divide by the total count yourself");
+  throw std::invalid_argument(std::string("fabric::all_reduce: ReduceOp::Mean of ") + what +
+                              " would not be one: pass a double (or float) to average, or reduce with "
+                              "ReduceOp::Sum and divide by the total count yourself");
 }
 
 void Fabric::throw_integer_overflow(const char* why) {
-  throw std::overflow_error(std::string("fabric::all_reduce: integers are reduced as int64_t; ") +
-                            why + ". Reduce a double instead");
+  throw std::overflow_error(std::string("fabric::all_reduce: integers are reduced as int64_t; ") + why +
+                            ". Reduce a double instead");
 }
 
 std::vector<torch::Tensor> Fabric::all_gather(const torch::Tensor& tensor) {
@@ -94,10 +92,9 @@ std::vector<torch::Tensor> Fabric::all_gather(const torch::Tensor& tensor) {
   // Ranks may differ in the first dimension (the last batch of an epoch):
   // exchange shapes, pad to the largest, gather, cut the padding off again.
   const int64_t dims = local.dim();
-  TORCH_CHECK(dims <= detail::kMaxGatherDims, "fabric::all_gather: at most ",
-              detail::kMaxGatherDims, " dimensions");
-  auto header = torch::full({detail::kMaxGatherDims + 2}, -1,
-                            torch::TensorOptions().dtype(torch::kLong).device(state.device));
+  TORCH_CHECK(dims <= detail::kMaxGatherDims, "fabric::all_gather: at most ", detail::kMaxGatherDims, " dimensions");
+  auto header =
+      torch::full({detail::kMaxGatherDims + 2}, -1, torch::TensorOptions().dtype(torch::kLong).device(state.device));
   {
     auto header_cpu = torch::full({detail::kMaxGatherDims + 2}, -1, torch::kLong);
     auto values = header_cpu.accessor<int64_t, 1>();
@@ -109,8 +106,7 @@ std::vector<torch::Tensor> Fabric::all_gather(const torch::Tensor& tensor) {
   std::vector<std::vector<at::Tensor>> gathered_headers(1);
   for (int r = 0; r < world_size(); ++r) gathered_headers[0].push_back(torch::empty_like(header));
   std::vector<at::Tensor> header_input{header};
-  state.collective("fabric.all_gather()",
-                   [&] { state.group->allgather(gathered_headers, header_input)->wait(); });
+  state.collective("fabric.all_gather()", [&] { state.group->allgather(gathered_headers, header_input)->wait(); });
 
   int64_t largest_first_dim = dims > 0 ? local.size(0) : 0;
   std::vector<int64_t> first_dims;
@@ -151,15 +147,14 @@ std::vector<torch::Tensor> Fabric::all_gather(const torch::Tensor& tensor) {
 torch::Tensor Fabric::broadcast(const torch::Tensor& tensor, int src) {
   auto& state = *state_;
   state.require_launched("broadcast()");
-  TORCH_CHECK(src >= 0 && src < world_size(), "fabric::broadcast: src ", src,
-              " is not a rank (world size ", world_size(), ")");
+  TORCH_CHECK(src >= 0 && src < world_size(), "fabric::broadcast: src ", src, " is not a rank (world size ",
+              world_size(), ")");
   torch::Tensor result = tensor.detach().to(state.device).clone(at::MemoryFormat::Contiguous);
   if (state.group) {
     std::vector<at::Tensor> tensors{result};
     c10d::BroadcastOptions broadcast_options;
     broadcast_options.rootRank = src;
-    state.collective("fabric.broadcast()",
-                     [&] { state.group->broadcast(tensors, broadcast_options)->wait(); });
+    state.collective("fabric.broadcast()", [&] { state.group->broadcast(tensors, broadcast_options)->wait(); });
   }
   return result;
 }
@@ -168,15 +163,12 @@ std::string Fabric::broadcast(const std::string& value, int src) {
   state_->require_launched("broadcast()");
   if (!state_->group) return value;
   detail::FabricState::MonitorScope scope(state_->monitor.get(), "fabric.broadcast()");
-  const auto length = broadcast(torch::tensor({static_cast<int64_t>(value.size())}), src)
-                          .cpu()
-                          .item<int64_t>();
+  const auto length = broadcast(torch::tensor({static_cast<int64_t>(value.size())}), src).cpu().item<int64_t>();
   if (length == 0) return {};
   auto bytes = torch::zeros({length}, torch::kUInt8);
   if (global_rank() == src) std::memcpy(bytes.data_ptr<uint8_t>(), value.data(), value.size());
   auto received = broadcast(bytes, src).cpu();
-  return std::string(reinterpret_cast<const char*>(received.data_ptr<uint8_t>()),
-                     static_cast<size_t>(length));
+  return std::string(reinterpret_cast<const char*>(received.data_ptr<uint8_t>()), static_cast<size_t>(length));
 }
 
 std::vector<int64_t> Fabric::broadcast_shard_order(std::vector<int64_t> order) {
@@ -196,16 +188,15 @@ std::vector<int64_t> Fabric::broadcast_shard_order(std::vector<int64_t> order) {
   for (int r = 1; r < world_size(); ++r) {
     const int64_t other = lengths[0][static_cast<size_t>(r)].cpu().item<int64_t>();
     if (other != length) {
-      differing += (differing.empty() ? "" : ", ") + std::string("rank ") + std::to_string(r) +
-                   " has " + std::to_string(other);
+      differing +=
+          (differing.empty() ? "" : ", ") + std::string("rank ") + std::to_string(r) + " has " + std::to_string(other);
     }
   }
   if (!differing.empty()) {
-    throw std::invalid_argument(
-        "fabric::shard: every rank must pass the indices of the same dataset, but rank 0 has " +
-        std::to_string(length) + " indices and " + differing +
-        ". Build the index list from the same dataset on every rank (shard broadcasts rank 0's "
-        "order and gives each rank its share of it)");
+    throw std::invalid_argument("fabric::shard: every rank must pass the indices of the same dataset, but rank 0 has " +
+                                std::to_string(length) + " indices and " + differing +
+                                ". Build the index list from the same dataset on every rank (shard broadcasts rank 0's "
+                                "order and gives each rank its share of it)");
   }
   if (length == 0) return order;
   auto values = torch::empty({length}, torch::kLong);
@@ -213,8 +204,7 @@ std::vector<int64_t> Fabric::broadcast_shard_order(std::vector<int64_t> order) {
   std::vector<at::Tensor> tensors{values.to(state.device)};
   c10d::BroadcastOptions broadcast_options;
   broadcast_options.rootRank = 0;
-  state.collective("fabric.shard()",
-                   [&] { state.group->broadcast(tensors, broadcast_options)->wait(); });
+  state.collective("fabric.shard()", [&] { state.group->broadcast(tensors, broadcast_options)->wait(); });
   const auto received = tensors[0].cpu();
   std::memcpy(order.data(), received.data_ptr<int64_t>(), order.size() * sizeof(int64_t));
   return order;
@@ -226,13 +216,12 @@ void Fabric::barrier(const std::string& name) {
   if (!state.group) return;
   // The name goes into the monitor's messages: ranks in a barrier while
   // others are in another collective are told apart by it.
-  detail::FabricState::MonitorScope scope(
-      state.monitor.get(), state.monitor ? state.monitor->label_for_barrier(name) : "fabric.barrier()");
+  detail::FabricState::MonitorScope scope(state.monitor.get(),
+                                          state.monitor ? state.monitor->label_for_barrier(name) : "fabric.barrier()");
   // An all-gather of the names is the barrier: it completes only when every
   // rank contributed, and tells whether they all meant the same one.
   auto encoded = torch::zeros({detail::kBarrierNameBytes}, torch::kUInt8);
-  std::memcpy(encoded.data_ptr<uint8_t>(), name.data(),
-              std::min<size_t>(name.size(), detail::kBarrierNameBytes));
+  std::memcpy(encoded.data_ptr<uint8_t>(), name.data(), std::min<size_t>(name.size(), detail::kBarrierNameBytes));
   const auto names = all_gather(encoded);
   auto decode = [](const torch::Tensor& bytes) {
     auto cpu = bytes.cpu();
@@ -251,5 +240,4 @@ void Fabric::barrier(const std::string& name) {
   throw std::runtime_error(message);
 }
 
-
-} // namespace fabric
+}  // namespace fabric

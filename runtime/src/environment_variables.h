@@ -36,5 +36,5 @@ inline std::string environment_string(const char* name, const std::string& fallb
   return text != nullptr && *text != '\0' ? std::string(text) : fallback;
 }
 
-} // namespace detail
-} // namespace fabric
+}  // namespace detail
+}  // namespace fabric

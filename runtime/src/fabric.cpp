@@ -36,7 +36,6 @@
 
 namespace fabric {
 
-
 Fabric::Fabric(Options options) : state_(std::make_unique<detail::FabricState>()) {
   auto& state = *state_;
   options.override_from_environment();
@@ -56,10 +55,9 @@ Fabric::Fabric(Options options) : state_(std::make_unique<detail::FabricState>()
   std::string strategy = options.strategy();
   if (strategy == "auto") strategy = placement.world_size > 1 ? "ddp" : "single_device";
   if (strategy == "single_device" && placement.world_size > 1) {
-    throw std::invalid_argument(
-        "fabric: strategy 'single_device' runs one process, but the job has " +
-        std::to_string(placement.world_size) + " (devices=" + options.devices().to_string() +
-        ", num_nodes=" + std::to_string(placement.num_nodes) + "). Use 'ddp' or 'auto'.");
+    throw std::invalid_argument("fabric: strategy 'single_device' runs one process, but the job has " +
+                                std::to_string(placement.world_size) + " (devices=" + options.devices().to_string() +
+                                ", num_nodes=" + std::to_string(placement.num_nodes) + "). Use 'ddp' or 'auto'.");
   }
   auto& context = state.context;
   context.options = state.options;
@@ -158,23 +156,19 @@ void Fabric::launch() {
     try {
       store = store_options.isServer
                   ? c10::make_intrusive<c10d::TCPStore>(placement.master_addr, store_options)
-                  : detail::connect_store_client(placement.master_addr, store_options,
-                                                 store_connect_deadline);
+                  : detail::connect_store_client(placement.master_addr, store_options, store_connect_deadline);
     } catch (const std::exception& error) {
       const std::string cause = detail::first_line_of(error.what());
       if (store_options.isServer) {
         throw std::runtime_error(
-            "fabric: rank 0 cannot serve the rendezvous store on " + where +
-            " (MASTER_ADDR:MASTER_PORT): " + cause +
-            (placement.master_port != 0
-                 ? " Another program may hold the port: choose a free MASTER_PORT, or leave it "
-                   "unset (single node) and Fabric picks one."
-                 : ""));
+            "fabric: rank 0 cannot serve the rendezvous store on " + where + " (MASTER_ADDR:MASTER_PORT): " + cause +
+            (placement.master_port != 0 ? " Another program may hold the port: choose a free MASTER_PORT, or leave it "
+                                          "unset (single node) and Fabric picks one."
+                                        : ""));
       }
       throw std::runtime_error("fabric: rank " + std::to_string(placement.global_rank) +
                                " cannot reach the rendezvous store of rank 0 at " + where +
-                               " (MASTER_ADDR:MASTER_PORT) within " +
-                               std::to_string(state.options.timeout().count()) +
+                               " (MASTER_ADDR:MASTER_PORT) within " + std::to_string(state.options.timeout().count()) +
                                " ms (Options::timeout): " + cause);
     }
     // Port 0 asks the kernel for a free port; the server knows which it got,
@@ -204,31 +198,27 @@ void Fabric::launch() {
         const std::string interface = detail::interface_with_address(address.address);
         if (!interface.empty()) ::setenv("NCCL_SOCKET_IFNAME", interface.c_str(), 0);
       }
-      state.group = detail::c10d_compat::make_nccl_group(state.store, placement.global_rank,
-                                                         placement.world_size,
+      state.group = detail::c10d_compat::make_nccl_group(state.store, placement.global_rank, placement.world_size,
                                                          state.options.timeout());
       return;
 #endif
     }
     detail::c10d_compat::GlooDevice gloo_device;
     try {
-      gloo_device = address.interface.empty()
-                        ? c10d::ProcessGroupGloo::createDeviceForHostname(address.address)
-                        : c10d::ProcessGroupGloo::createDeviceForInterface(address.interface);
+      gloo_device = address.interface.empty() ? c10d::ProcessGroupGloo::createDeviceForHostname(address.address)
+                                              : c10d::ProcessGroupGloo::createDeviceForInterface(address.interface);
     } catch (const std::exception& error) {
       throw std::runtime_error("fabric: rank " + std::to_string(placement.global_rank) +
                                " cannot open Gloo's network device on " +
-                               (address.interface.empty() ? address.address : address.interface) +
-                               " (" + address.why + "): " + detail::first_line_of(error.what()));
+                               (address.interface.empty() ? address.address : address.interface) + " (" + address.why +
+                               "): " + detail::first_line_of(error.what()));
     }
-    state.group = detail::c10d_compat::make_gloo_group(state.store, placement.global_rank,
-                                                       placement.world_size,
+    state.group = detail::c10d_compat::make_gloo_group(state.store, placement.global_rank, placement.world_size,
                                                        state.options.timeout(), gloo_device);
   });
   state.context.group = state.group;
-  state.collective([&] {
-    detail::agree_on_default_generator(*state.store, placement.global_rank, state.options.timeout());
-  });
+  state.collective(
+      [&] { detail::agree_on_default_generator(*state.store, placement.global_rank, state.options.timeout()); });
 
   // The JobMonitor's watchdog gets a store connection of its own.
   detail::JobMonitor::Config monitor_config;
@@ -246,8 +236,7 @@ void Fabric::launch() {
     detail::bound_store_connections(placement.master_port, state.options.timeout());
     return c10::intrusive_ptr<c10d::Store>(client);
   });
-  state.monitor =
-      std::make_unique<detail::JobMonitor>(monitor_config, state.store, std::move(watchdog_store));
+  state.monitor = std::make_unique<detail::JobMonitor>(monitor_config, state.store, std::move(watchdog_store));
   detail::report_joined();
 }
 
@@ -265,8 +254,7 @@ namespace {
 // (and of the buffers given), whatever its seed. Detached aliases: broadcast
 // writes into them in place, which autograd would refuse on leaf parameters
 // that require grad.
-void broadcast_from_rank_zero(detail::FabricState& state, const char* call,
-                              const detail::NamedParameters& parameters,
+void broadcast_from_rank_zero(detail::FabricState& state, const char* call, const detail::NamedParameters& parameters,
                               const std::vector<at::Tensor>& buffers) {
   if (!state.group) return;
   std::vector<at::Tensor> values;
@@ -282,9 +270,12 @@ void broadcast_from_rank_zero(detail::FabricState& state, const char* call,
   std::vector<std::pair<at::Tensor, at::Tensor>> stand_ins;
   for (auto& value : values) {
     c10::ScalarType carried = value.scalar_type();
-    if (carried == at::kBool) carried = at::kByte;
-    else if (carried == at::kBFloat16) carried = at::kFloat;
-    else if (carried == at::kShort) carried = at::kInt;
+    if (carried == at::kBool)
+      carried = at::kByte;
+    else if (carried == at::kBFloat16)
+      carried = at::kFloat;
+    else if (carried == at::kShort)
+      carried = at::kInt;
     if (carried == value.scalar_type()) continue;
     at::Tensor carrier = value.to(carried);
     stand_ins.emplace_back(value, carrier);
@@ -305,8 +296,7 @@ void broadcast_from_rank_zero(detail::FabricState& state, const char* call,
 // synchronization is rebuilt over what is left (as when the parameters that
 // require grad change), so that each tensor is synchronized once, with its
 // model. Local; every rank does the same.
-void release_loose_parameters(detail::FabricState& state,
-                              const detail::NamedParameters& parameters) {
+void release_loose_parameters(detail::FabricState& state, const detail::NamedParameters& parameters) {
   std::unordered_set<const c10::TensorImpl*> taken;
   for (const auto& item : parameters) taken.insert(item.second.unsafeGetTensorImpl());
   for (size_t k = 0; k < state.models.size();) {
@@ -341,8 +331,7 @@ void release_loose_parameters(detail::FabricState& state,
 }
 
 // Both setup_module overloads; `owner` is null for a model held by value.
-void setup_model(detail::FabricState& state, torch::nn::Module& model,
-                 std::shared_ptr<torch::nn::Module> owner) {
+void setup_model(detail::FabricState& state, torch::nn::Module& model, std::shared_ptr<torch::nn::Module> owner) {
   torch::nn::Module* const module = &model;
   state.require_launched("setup()");
   // Fault injection for fabricize verify's own test: a runtime that draws a
@@ -364,8 +353,7 @@ void setup_model(detail::FabricState& state, torch::nn::Module& model,
   if (auto* known = state.find_model(module)) {
     bool same = known->parameters.size() == all_parameters.size();
     for (size_t i = 0; same && i < all_parameters.size(); ++i) {
-      same = known->parameters[i].second.unsafeGetTensorImpl() ==
-             all_parameters[i].second.unsafeGetTensorImpl();
+      same = known->parameters[i].second.unsafeGetTensorImpl() == all_parameters[i].second.unsafeGetTensorImpl();
     }
     if (same) {
       first_setup = false;
@@ -407,8 +395,7 @@ void setup_model(detail::FabricState& state, torch::nn::Module& model,
 // its address, and the Fabric keeps it (and so the tensors) alive.
 class LooseParameters : public torch::nn::Module {
  public:
-  explicit LooseParameters(const detail::NamedParameters& parameters)
-      : torch::nn::Module("fabric::LooseParameters") {
+  explicit LooseParameters(const detail::NamedParameters& parameters) : torch::nn::Module("fabric::LooseParameters") {
     for (size_t i = 0; i < parameters.size(); ++i) {
       const at::Tensor& tensor = parameters[i].second;
       register_parameter("p" + std::to_string(i), tensor, tensor.requires_grad());
@@ -450,26 +437,25 @@ void setup_loose_parameters(detail::FabricState& state, detail::NamedParameters 
   }
   state.models.push_back(std::move(entry));
   broadcast_from_rank_zero(state, "fabric.setup_optimizer()", loose, {});
-  state.collective("fabric.setup_optimizer()",
-                   [&] { state.strategy->setup_module(*holder, trained); });
+  state.collective("fabric.setup_optimizer()", [&] { state.strategy->setup_module(*holder, trained); });
 
   // What Fabric cannot do without the modules: their buffers.
   if (state.placement.world_size == 1 || state.noted_loose_parameters) return;
   state.noted_loose_parameters = true;
   if (state.placement.global_rank != 0) return;
-  detail::write_stderr_line(
-      "fabric: note: fabric.setup_optimizer(): " + std::to_string(loose.size()) +
-      " parameter tensor" + (loose.size() == 1 ? "" : "s") + " (" + std::to_string(values) +
-      " values) of this optimizer belong to no model passed to fabric.setup(); Fabric "
-      "synchronizes them as a set of their own under strategy '" + state.context.strategy +
-      "' (rank 0's values broadcast now, gradients averaged across ranks in every "
-      "fabric.backward() that reaches them). The modules that hold them are not visible to "
-      "Fabric, so their buffers (BatchNorm running statistics, other registered buffers) are "
-      "not broadcast from rank 0: build them alike on every rank (the same seed), or pass such "
-      "a module to fabric.setup(module, optimizer). (Printed once, by rank 0.)");
+  detail::write_stderr_line("fabric: note: fabric.setup_optimizer(): " + std::to_string(loose.size()) +
+                            " parameter tensor" + (loose.size() == 1 ? "" : "s") + " (" + std::to_string(values) +
+                            " values) of this optimizer belong to no model passed to fabric.setup(); Fabric "
+                            "synchronizes them as a set of their own under strategy '" +
+                            state.context.strategy +
+                            "' (rank 0's values broadcast now, gradients averaged across ranks in every "
+                            "fabric.backward() that reaches them). The modules that hold them are not visible to "
+                            "Fabric, so their buffers (BatchNorm running statistics, other registered buffers) are "
+                            "not broadcast from rank 0: build them alike on every rank (the same seed), or pass such "
+                            "a module to fabric.setup(module, optimizer). (Printed once, by rank 0.)");
 }
 
-} // namespace
+}  // namespace
 
 void Fabric::setup_module(const std::shared_ptr<torch::nn::Module>& module) {
   TORCH_CHECK(module != nullptr, "fabric::setup: the model is empty");
@@ -500,9 +486,8 @@ void Fabric::setup_optimizer(torch::optim::Optimizer& optimizer) {
       const at::Tensor& parameter = parameters[i];
       // Also a tensor listed twice (in two groups) is taken once.
       if (!parameter.defined() || !set_up.insert(parameter.unsafeGetTensorImpl()).second) continue;
-      loose.emplace_back("param_groups[" + std::to_string(g) + "][" + std::to_string(i) + "] (" +
-                             shape_of(parameter) + ") of setup_optimizer #" +
-                             std::to_string(state.loose_sets + 1),
+      loose.emplace_back("param_groups[" + std::to_string(g) + "][" + std::to_string(i) + "] (" + shape_of(parameter) +
+                             ") of setup_optimizer #" + std::to_string(state.loose_sets + 1),
                          parameter);
     }
   }
@@ -510,8 +495,7 @@ void Fabric::setup_optimizer(torch::optim::Optimizer& optimizer) {
   for (const auto& group : groups) {
     for (const auto& parameter : group.params()) {
       TORCH_CHECK(!parameter.defined() || parameter.device() == state.device,
-                  "fabric::setup: an optimizer parameter is on ", parameter.device(),
-                  " instead of ", state.device,
+                  "fabric::setup: an optimizer parameter is on ", parameter.device(), " instead of ", state.device,
                   " (it was moved after it was set up); move it back, or load values with "
                   "fabric.load()");
     }
@@ -566,9 +550,7 @@ void agree_on_trained_parameters(detail::FabricState& state) {
   std::vector<at::Tensor> input{mine.to(state.device)};
   std::vector<std::vector<at::Tensor>> output(1);
   for (int r = 0; r < world; ++r) output[0].push_back(at::empty_like(input[0]));
-  state.collective(detail::kTrainedSetChangedCall, [&] {
-    state.group->allgather(output, input)->wait();
-  });
+  state.collective(detail::kTrainedSetChangedCall, [&] { state.group->allgather(output, input)->wait(); });
   std::vector<std::array<int64_t, kTrainedSetFields>> all(static_cast<size_t>(world));
   for (int r = 0; r < world; ++r) {
     const auto received = output[0][static_cast<size_t>(r)].cpu();
@@ -591,25 +573,24 @@ void agree_on_trained_parameters(detail::FabricState& state) {
       "(requires_grad_) the same parameters at the same step on every rank (a condition that "
       "differs per rank, such as its own loss or data, must be all-reduced first).";
   if (!absent.empty()) {
-    throw std::runtime_error(
-        "fabric.backward(): on rank " + std::to_string(state.placement.global_rank) +
-        " the set of parameters that require grad changed since the previous backward, but "
-        "rank" + (absent.find(',') != std::string::npos ? "s " : " ") + absent +
-        " did not change it at this backward (they are in another collective)." + rule);
+    throw std::runtime_error("fabric.backward(): on rank " + std::to_string(state.placement.global_rank) +
+                             " the set of parameters that require grad changed since the previous backward, but "
+                             "rank" +
+                             (absent.find(',') != std::string::npos ? "s " : " ") + absent +
+                             " did not change it at this backward (they are in another collective)." + rule);
   }
   if (agree) return;
   std::string ranks;
   for (int r = 0; r < world; ++r) {
     const auto& other = all[static_cast<size_t>(r)];
-    ranks += (r == 0 ? "rank " : "; rank ") + std::to_string(r) + " trains " +
-             std::to_string(other[2]) + " parameter tensor" + (other[2] == 1 ? "" : "s") + " (" +
-             std::to_string(other[3]) + " values)";
+    ranks += (r == 0 ? "rank " : "; rank ") + std::to_string(r) + " trains " + std::to_string(other[2]) +
+             " parameter tensor" + (other[2] == 1 ? "" : "s") + " (" + std::to_string(other[3]) + " values)";
   }
   throw std::runtime_error(
       "fabric.backward(): the ranks disagree on which parameters of the set-up models require "
-      "grad: " + ranks +
-      (std::all_of(all.begin(), all.end(),
-                   [&](const auto& other) { return other[2] == tensors && other[3] == values; })
+      "grad: " +
+      ranks +
+      (std::all_of(all.begin(), all.end(), [&](const auto& other) { return other[2] == tensors && other[3] == values; })
            ? " (as many on every rank, but not the same ones)"
            : "") +
       "." + rule + " Nothing was computed or sent for this backward.");
@@ -645,14 +626,14 @@ void follow_trained_parameters(detail::FabricState& state) {
   }
 }
 
-} // namespace
+}  // namespace
 
 detail::BackwardPassCounter Fabric::backward_pass_counter() const { return state_->backward_passes; }
 
 uint64_t Fabric::gradient_synchronizations() const { return state_->gradient_synchronizations; }
 
-void Fabric::backward(const torch::Tensor& loss, const torch::Tensor& gradient,
-                      c10::optional<bool> retain_graph, bool create_graph) {
+void Fabric::backward(const torch::Tensor& loss, const torch::Tensor& gradient, c10::optional<bool> retain_graph,
+                      bool create_graph) {
   auto& state = *state_;
   state.strategy->check_in_sync("fabric.backward()");
   follow_trained_parameters(state);
@@ -704,14 +685,13 @@ void Fabric::backward(const torch::Tensor& loss, const torch::Tensor& gradient,
       (state.models.empty() || (!reached.empty() && models.empty()))) {
     state.warned_backward_without_setup = true;
     if (is_global_zero()) {
-      detail::write_stderr_line(
-          "fabric: warning: fabric.backward() runs on " + std::to_string(world_size()) +
-          " processes, but " +
-          (state.models.empty() ? "no model was passed to fabric.setup()"
-                                : "the loss reaches no model passed to fabric.setup()") +
-          ", so the gradients are not all-reduced: every rank trains its own copy of the model "
-          "on its own data. Call fabric.setup(model, optimizer) once the optimizer exists, "
-          "before training. (Printed once, by rank 0.)");
+      detail::write_stderr_line("fabric: warning: fabric.backward() runs on " + std::to_string(world_size()) +
+                                " processes, but " +
+                                (state.models.empty() ? "no model was passed to fabric.setup()"
+                                                      : "the loss reaches no model passed to fabric.setup()") +
+                                ", so the gradients are not all-reduced: every rank trains its own copy of the model "
+                                "on its own data. Call fabric.setup(model, optimizer) once the optimizer exists, "
+                                "before training. (Printed once, by rank 0.)");
     }
   }
 
@@ -751,8 +731,7 @@ namespace {
 // Several ranks, and an optimizer none of whose parameters belongs to a
 // set-up model: its gradients were never all-reduced. Checked once per
 // optimizer until the first warning.
-void warn_if_optimizer_not_set_up(detail::FabricState& state,
-                                  const torch::optim::Optimizer& optimizer) {
+void warn_if_optimizer_not_set_up(detail::FabricState& state, const torch::optim::Optimizer& optimizer) {
   if (state.placement.world_size == 1 || state.warned_step_without_setup ||
       state.optimizers_known_set_up.count(&optimizer) > 0) {
     return;
@@ -774,25 +753,22 @@ void warn_if_optimizer_not_set_up(detail::FabricState& state,
   if (!any_parameter) return;
   state.warned_step_without_setup = true;
   if (state.placement.global_rank != 0) return;
-  detail::write_stderr_line(
-      "fabric: warning: fabric.step() runs on " + std::to_string(state.placement.world_size) +
-      " processes, but none of the optimizer's parameters belongs to a model passed to "
-      "fabric.setup(), so its gradients are not synchronized: every rank trains its own copy "
-      "of the model on its own data. Call fabric.setup(model, optimizer) once the optimizer "
-      "exists, before training. (Printed once, by rank 0.)");
+  detail::write_stderr_line("fabric: warning: fabric.step() runs on " + std::to_string(state.placement.world_size) +
+                            " processes, but none of the optimizer's parameters belongs to a model passed to "
+                            "fabric.setup(), so its gradients are not synchronized: every rank trains its own copy "
+                            "of the model on its own data. Call fabric.setup(model, optimizer) once the optimizer "
+                            "exists, before training. (Printed once, by rank 0.)");
 }
 
-} // namespace
+}  // namespace
 
 void Fabric::step(torch::optim::Optimizer& optimizer) { step(optimizer, nullptr); }
 
-torch::Tensor Fabric::step(torch::optim::Optimizer& optimizer,
-                           torch::optim::Optimizer::LossClosure closure) {
+torch::Tensor Fabric::step(torch::optim::Optimizer& optimizer, torch::optim::Optimizer::LossClosure closure) {
   auto& state = *state_;
   state.require_launched("step()");
   warn_if_optimizer_not_set_up(state, optimizer);
-  auto loss =
-      state.collective("fabric.step()", [&] { return state.strategy->step(optimizer, closure); });
+  auto loss = state.collective("fabric.step()", [&] { return state.strategy->step(optimizer, closure); });
   if (state.monitor) state.monitor->count_step();
   // Before the sync check, which ends the job when the ranks differ: the
   // record then shows the step where they did.
@@ -821,8 +797,8 @@ void Fabric::check_sync_after_step(torch::optim::Optimizer& optimizer) {
     const auto& group_parameters = groups[g].params();
     for (size_t i = 0; i < group_parameters.size(); ++i) {
       if (!listed.insert(group_parameters[i].unsafeGetTensorImpl()).second) continue;
-      parameters.push_back({"parameter " + std::to_string(i) + " of the optimizer's param group " +
-                                std::to_string(g) + " (no set-up model holds it)",
+      parameters.push_back({"parameter " + std::to_string(i) + " of the optimizer's param group " + std::to_string(g) +
+                                " (no set-up model holds it)",
                             group_parameters[i]});
     }
   }
@@ -858,4 +834,4 @@ int Fabric::printf(const char* format, ...) {
 
 void Fabric::write_to_stdout(const std::string& text) { std::cout << text; }
 
-} // namespace fabric
+}  // namespace fabric

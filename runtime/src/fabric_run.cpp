@@ -81,10 +81,8 @@ int parse_integer(const std::string& option, const std::string& text, int minimu
   char* end = nullptr;
   errno = 0;
   const long value = std::strtol(text.c_str(), &end, 10);
-  if (text.empty() || errno != 0 || end != text.c_str() + text.size() || value < minimum ||
-      value > 1 << 20) {
-    usage_error(option + " needs an integer >= " + std::to_string(minimum) + ", got '" + text +
-                "'");
+  if (text.empty() || errno != 0 || end != text.c_str() + text.size() || value < minimum || value > 1 << 20) {
+    usage_error(option + " needs an integer >= " + std::to_string(minimum) + ", got '" + text + "'");
   }
   return static_cast<int>(value);
 }
@@ -175,8 +173,7 @@ int free_port() {
       ::getsockname(probe, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
     const int error = errno;
     ::close(probe);
-    throw std::runtime_error("fabric-run: cannot find a free port: " +
-                             std::string(std::strerror(error)));
+    throw std::runtime_error("fabric-run: cannot find a free port: " + std::string(std::strerror(error)));
   }
   ::close(probe);
   return ntohs(address.sin_port);
@@ -192,8 +189,7 @@ int run(const Arguments& arguments) {
   options.devices(arguments.devices);
   options.num_nodes(arguments.num_nodes);
 
-  const bool cpu = options.accelerator() == "cpu" ||
-                   (options.accelerator() == "auto" && visible_gpu_count() == 0);
+  const bool cpu = options.accelerator() == "cpu" || (options.accelerator() == "auto" && visible_gpu_count() == 0);
   const int processes = options.devices().process_count(cpu ? 1 : visible_gpu_count());
   if (processes < 1) throw std::invalid_argument("fabric-run: no devices visible for --devices " + arguments.devices);
   if (arguments.node_rank >= arguments.num_nodes) {
@@ -225,7 +221,7 @@ int run(const Arguments& arguments) {
   return fabric::detail::run_local_ranks(node, arguments.command, environment);
 }
 
-} // namespace
+}  // namespace
 
 int main(int argc, char** argv) {
   const Arguments arguments = parse_arguments(argc, argv);
@@ -234,8 +230,7 @@ int main(int argc, char** argv) {
   } catch (const std::exception& error) {
     const std::string message = error.what();
     // Options' messages start with "fabric: "; keep one prefix.
-    std::fprintf(stderr, "%s%s\n", message.rfind("fabric", 0) == 0 ? "" : "fabric-run: ",
-                 message.c_str());
+    std::fprintf(stderr, "%s%s\n", message.rfind("fabric", 0) == 0 ? "" : "fabric-run: ", message.c_str());
     return 2;
   }
 }

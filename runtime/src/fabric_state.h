@@ -126,8 +126,8 @@ class FabricState {
         // this collective's connections): its message, not this error.
         monitor->stop_if_job_is_stopping();
       }
-      const bool timed_out = message.find("Timed out") != std::string::npos ||
-                             message.find("timed out") != std::string::npos;
+      const bool timed_out =
+          message.find("Timed out") != std::string::npos || message.find("timed out") != std::string::npos;
       // A rank that died makes the collective fail at once (connection
       // closed), and the launcher's message follows within moments; a
       // timeout has waited long enough already.
@@ -135,28 +135,28 @@ class FabricState {
       if (wait_for_known_failure(patience)) wait_for_exit_in_progress();
       const std::string error_line = first_line_of(message);
       if (timed_out) {
-        throw std::runtime_error(
-            std::string("fabric: ") + what + " on rank " + std::to_string(placement.global_rank) +
-            " timed out after " + std::to_string(options.timeout().count()) +
-            " ms (Options::timeout): another rank did not join it in time; it is stuck, far "
-            "slower, or on a different code path" +
-            (placement.num_nodes > 1
-                 ? ", or the network between the nodes failed (ranks on other nodes: " +
-                       layout.describe_other_nodes(placement.node_rank) + ")"
-                 : std::string()) +
-            ". Collective error: " + error_line);
+        throw std::runtime_error(std::string("fabric: ") + what + " on rank " + std::to_string(placement.global_rank) +
+                                 " timed out after " + std::to_string(options.timeout().count()) +
+                                 " ms (Options::timeout): another rank did not join it in time; it is stuck, far "
+                                 "slower, or on a different code path" +
+                                 (placement.num_nodes > 1
+                                      ? ", or the network between the nodes failed (ranks on other nodes: " +
+                                            layout.describe_other_nodes(placement.node_rank) + ")"
+                                      : std::string()) +
+                                 ". Collective error: " + error_line);
       }
       // A whole node gone (killed, out of memory, powered off): no launcher
       // here saw its ranks end, so say which node this rank lost.
       if (placement.num_nodes > 1) {
         const std::string lost = describe_lost_peer(layout, placement, message);
         if (!lost.empty()) {
-          throw std::runtime_error(
-              std::string("fabric: ") + what + " on rank " + std::to_string(placement.global_rank) +
-              " (node " + std::to_string(placement.node_rank) + ") failed: " + lost +
-              ". Its processes ended (killed, out of memory, a crash, the machine went down) or "
-              "the network to it failed; the job cannot go on: restart it on every node (from "
-              "the last checkpoint). Collective error: " + error_line);
+          throw std::runtime_error(std::string("fabric: ") + what + " on rank " +
+                                   std::to_string(placement.global_rank) + " (node " +
+                                   std::to_string(placement.node_rank) + ") failed: " + lost +
+                                   ". Its processes ended (killed, out of memory, a crash, the machine went down) or "
+                                   "the network to it failed; the job cannot go on: restart it on every node (from "
+                                   "the last checkpoint). Collective error: " +
+                                   error_line);
         }
       }
       throw;
@@ -210,5 +210,5 @@ c10d::ReduceOp to_c10d(ReduceOp op);
 // is noted on stderr by rank 0 (training_utilities.cpp).
 void agree_on_default_generator(c10d::Store& store, int rank, std::chrono::milliseconds timeout);
 
-} // namespace detail
-} // namespace fabric
+}  // namespace detail
+}  // namespace fabric

@@ -24,7 +24,7 @@ using namespace std::chrono_literals;
 // Store keys. Every rank of the job uses the same store, and a job uses it
 // once, so the keys need no job id.
 const std::string kFinishedCount = "fabric/job/finished_count";
-const std::string kStop = "fabric/job/stop";              // "<rank>\n<reason>"
+const std::string kStop = "fabric/job/stop";               // "<rank>\n<reason>"
 const std::string kStopClaims = "fabric/job/stop_claims";  // first claimant sets kStop
 const std::string kAcks = "fabric/job/stop_acks";          // ranks that read kStop
 const std::string kExited = "fabric/job/exited";
@@ -83,20 +83,13 @@ constexpr size_t kMaxBarrierLabels = 64;
 constexpr size_t kMaxBarrierNameInLabel = 60;
 
 int64_t now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count();
 }
 
-std::string bytes_to_string(const std::vector<uint8_t>& bytes) {
-  return std::string(bytes.begin(), bytes.end());
-}
-std::vector<uint8_t> string_to_bytes(const std::string& text) {
-  return std::vector<uint8_t>(text.begin(), text.end());
-}
+std::string bytes_to_string(const std::vector<uint8_t>& bytes) { return std::string(bytes.begin(), bytes.end()); }
+std::vector<uint8_t> string_to_bytes(const std::string& text) { return std::vector<uint8_t>(text.begin(), text.end()); }
 
-std::string steps_text(int64_t steps) {
-  return std::to_string(steps) + (steps == 1 ? " step" : " steps");
-}
+std::string steps_text(int64_t steps) { return std::to_string(steps) + (steps == 1 ? " step" : " steps"); }
 
 // What a rank calls its steps: fabric.step() calls, or fabric.backward()
 // calls for a program that steps its optimizer itself.
@@ -157,11 +150,10 @@ void on_terminate() {
   std::abort();
 }
 
-} // namespace
+}  // namespace
 
 bool JobMonitor::is_mismatch_error(const std::string& what) {
-  return what.find("enforce fail at") != std::string::npos &&
-         what.find("gloo") != std::string::npos;
+  return what.find("enforce fail at") != std::string::npos && what.find("gloo") != std::string::npos;
 }
 
 JobMonitor::JobMonitor(Config config, c10::intrusive_ptr<c10d::Store> store,
@@ -202,8 +194,7 @@ void JobMonitor::stop_watchdog() noexcept {
 
 JobMonitor::Scope JobMonitor::enter(const char* name) noexcept {
   Scope outer{current_.load(std::memory_order_relaxed), current_call_.load(std::memory_order_relaxed),
-              current_name_.load(std::memory_order_relaxed),
-              entered_ns_.load(std::memory_order_relaxed)};
+              current_name_.load(std::memory_order_relaxed), entered_ns_.load(std::memory_order_relaxed)};
   const int64_t id = ++collectives_;
   const bool nested = outer.collective != 0;
   // Readers check current_ before and after reading the rest.
@@ -235,8 +226,7 @@ const char* JobMonitor::label_for_barrier(const std::string& name) {
 }
 
 int64_t JobMonitor::step_count() const noexcept {
-  return steps_of(steps_.load(std::memory_order_relaxed),
-                  backwards_.load(std::memory_order_relaxed));
+  return steps_of(steps_.load(std::memory_order_relaxed), backwards_.load(std::memory_order_relaxed));
 }
 
 bool JobMonitor::snapshot(Snapshot& out) const noexcept {
@@ -271,7 +261,8 @@ bool JobMonitor::collective_failed(const std::string& error) noexcept {
   write_stderr_line("fabric: rank " + std::to_string(config_.rank) +
                     ": the ranks are in different collectives: " + describe_failure(error) +
                     ". Where the other ranks are is unknown (the rendezvous store did not "
-                    "answer). " + kAdvice);
+                    "answer). " +
+                    kAdvice);
   abort_job("rank " + std::to_string(config_.rank) + " found the ranks in different collectives", 1);
 }
 
@@ -306,13 +297,11 @@ void JobMonitor::watch() {
         }
         stop_reporting_child_exits();
         write_stderr_line("fabric: rank " + std::to_string(config_.rank) +
-                          ": the ranks are in different collectives: " +
-                          describe_failure(failure) +
+                          ": the ranks are in different collectives: " + describe_failure(failure) +
                           ". Where the other ranks are is unknown (the rendezvous store did not "
-                          "answer: " + first_line(error.what()) + "). " + kAdvice);
-        abort_job("rank " + std::to_string(config_.rank) +
-                      " found the ranks in different collectives",
-                  1);
+                          "answer: " +
+                          first_line(error.what()) + "). " + kAdvice);
+        abort_job("rank " + std::to_string(config_.rank) + " found the ranks in different collectives", 1);
       }
     }
     lock.lock();
@@ -326,11 +315,10 @@ void JobMonitor::send_heartbeat(c10d::Store& store) {
   store.add(alive_key(config_.rank), 1);
 }
 
-void JobMonitor::publish(c10d::Store& store, Record::Kind kind, const Snapshot& me,
-                         const std::string& detail) {
+void JobMonitor::publish(c10d::Store& store, Record::Kind kind, const Snapshot& me, const std::string& detail) {
   std::ostringstream record;
-  record << ++serial_ << ' ' << static_cast<int>(kind) << ' ' << me.scope.call << ' '
-         << me.scope.collective << ' ' << me.steps << ' ' << me.backwards << '\n'
+  record << ++serial_ << ' ' << static_cast<int>(kind) << ' ' << me.scope.call << ' ' << me.scope.collective << ' '
+         << me.steps << ' ' << me.backwards << '\n'
          << (me.scope.name != nullptr ? me.scope.name : "") << '\n'
          << detail;
   store.set(where_key(config_.rank), string_to_bytes(record.str()));
@@ -338,9 +326,7 @@ void JobMonitor::publish(c10d::Store& store, Record::Kind kind, const Snapshot& 
   published_call_ = kind == Record::kNone ? 0 : me.scope.call;
 }
 
-void JobMonitor::clear_publication(c10d::Store& store) {
-  publish(store, Record::kNone, Snapshot{}, "");
-}
+void JobMonitor::clear_publication(c10d::Store& store) { publish(store, Record::kNone, Snapshot{}, ""); }
 
 std::vector<JobMonitor::Record> JobMonitor::read_records(c10d::Store& store) {
   std::vector<Record> records;
@@ -358,11 +344,9 @@ std::vector<JobMonitor::Record> JobMonitor::read_records(c10d::Store& store) {
       std::getline(text, header);
       std::istringstream fields(header);
       int kind = 0;
-      fields >> record.serial >> kind >> record.call >> record.collective >> record.steps >>
-          record.backwards;
-      record.kind = kind == Record::kWaiting || kind == Record::kFailed
-                        ? static_cast<Record::Kind>(kind)
-                        : Record::kNone;
+      fields >> record.serial >> kind >> record.call >> record.collective >> record.steps >> record.backwards;
+      record.kind =
+          kind == Record::kWaiting || kind == Record::kFailed ? static_cast<Record::Kind>(kind) : Record::kNone;
       std::getline(text, record.name);
       std::getline(text, record.detail, '\0');
     }
@@ -382,8 +366,7 @@ void JobMonitor::tick(c10d::Store& store) {
   if (failed) report_paths(store, me, /*failed=*/true);
 
   const auto now = Clock::now();
-  if (!in_collective ||
-      now_ns() - me.scope.entered_ns < std::chrono::nanoseconds(kBlockedFor).count()) {
+  if (!in_collective || now_ns() - me.scope.entered_ns < std::chrono::nanoseconds(kBlockedFor).count()) {
     // Off the network again; a publication of a wait that ended is withdrawn.
     if (published_call_ != 0) clear_publication(store);
     sightings_.clear();
@@ -432,8 +415,8 @@ bool JobMonitor::diverged(const Snapshot& me, bool failed, const std::vector<Rec
   // that a broken link lost, which the collective's timeout reports as what
   // it is. Another number means different paths only when every rank is
   // accounted for.
-  const bool someone_unheard = std::any_of(records.begin(), records.end(),
-                                           [](const Record& r) { return r.kind == Record::kNone; });
+  const bool someone_unheard =
+      std::any_of(records.begin(), records.end(), [](const Record& r) { return r.kind == Record::kNone; });
   bool confirmed = false;
   for (const auto& record : records) {
     switch (record.kind) {
@@ -491,8 +474,7 @@ void JobMonitor::report_paths(c10d::Store& store, const Snapshot& me, bool faile
   auto records = read_records(store);
   const auto deadline = Clock::now() + kGather;
   const auto unknown = [](const std::vector<Record>& all) {
-    return std::any_of(all.begin(), all.end(),
-                       [](const Record& record) { return record.kind == Record::kNone; });
+    return std::any_of(all.begin(), all.end(), [](const Record& record) { return record.kind == Record::kNone; });
   };
   while (unknown(records) && Clock::now() < deadline) {
     if (store.check({kStop})) stop_because_of_other_rank(store);
@@ -510,17 +492,16 @@ void JobMonitor::report_paths(c10d::Store& store, const Snapshot& me, bool faile
   mine.name = me.scope.name != nullptr ? me.scope.name : "";
   mine.detail = failure;
   records.push_back(mine);
-  std::sort(records.begin(), records.end(),
-            [](const Record& a, const Record& b) { return a.rank < b.rank; });
+  std::sort(records.begin(), records.end(), [](const Record& a, const Record& b) { return a.rank < b.rank; });
 
   std::string ranks;
   for (const auto& record : records) {
     if (!ranks.empty()) ranks += "; ";
     const std::string who = "rank " + std::to_string(record.rank);
     const std::string steps = steps_text(steps_of(record.steps, record.backwards));
-    const std::string where =
-        record.call != 0 ? " in " + record.name + " (collective #" + std::to_string(record.call) + ")"
-                         : " between collectives";
+    const std::string where = record.call != 0
+                                  ? " in " + record.name + " (collective #" + std::to_string(record.call) + ")"
+                                  : " between collectives";
     switch (record.kind) {
       case Record::kWaiting:
         ranks += who + " waits" + where + " after " + steps;
@@ -533,37 +514,34 @@ void JobMonitor::report_paths(c10d::Store& store, const Snapshot& me, bool faile
         ranks += who + " finished the job (its Fabric was destroyed) after " + steps;
         break;
       case Record::kNone:
-        ranks += who + " is not waiting in any collective (busy with work of its own, or it "
-                       "passed a collective that did not match)";
+        ranks += who +
+                 " is not waiting in any collective (busy with work of its own, or it "
+                 "passed a collective that did not match)";
         break;
     }
   }
   // A rank that changed its set of parameters that require grad while
   // another did not: that is the cause to name.
-  const bool trained_set_changed =
-      std::any_of(records.begin(), records.end(), [](const Record& record) {
-        return record.name == kTrainedSetChangedCall;
-      });
-  const std::string advice =
-      trained_set_changed
-          ? std::string("Some ranks changed which parameters require grad (requires_grad_) "
-                        "before this fabric.backward() and the others did not: every rank must "
-                        "freeze and unfreeze the same parameters at the same step, since the "
-                        "gradient synchronization is rebuilt over them on every rank (a "
-                        "condition that differs per rank, such as its own loss or data, must be "
-                        "all-reduced first: `value = fabric.all_reduce(value, "
-                        "fabric::ReduceOp::Mean);`).")
-          : std::string(kAdvice);
+  const bool trained_set_changed = std::any_of(
+      records.begin(), records.end(), [](const Record& record) { return record.name == kTrainedSetChangedCall; });
+  const std::string advice = trained_set_changed
+                                 ? std::string(
+                                       "Some ranks changed which parameters require grad (requires_grad_) "
+                                       "before this fabric.backward() and the others did not: every rank must "
+                                       "freeze and unfreeze the same parameters at the same step, since the "
+                                       "gradient synchronization is rebuilt over them on every rank (a "
+                                       "condition that differs per rank, such as its own loss or data, must be "
+                                       "all-reduced first: `value = fabric.all_reduce(value, "
+                                       "fabric::ReduceOp::Mean);`).")
+                                 : std::string(kAdvice);
   const std::string message =
       "fabric: the ranks took different paths through the program and are in different "
       "collectives, which can never match: " +
       ranks + ". " + advice + " Stopping all ranks.";
-  end_job(store, message, "found the ranks in different collectives",
-          "the ranks are in different collectives");
+  end_job(store, message, "found the ranks in different collectives", "the ranks are in different collectives");
 }
 
-void JobMonitor::report_finished_early(c10d::Store& store, const Scope& stuck,
-                                       const std::vector<Record>& finished) {
+void JobMonitor::report_finished_early(c10d::Store& store, const Scope& stuck, const std::vector<Record>& finished) {
   const std::string me = "rank " + std::to_string(config_.rank);
   std::string who;
   if (finished.size() == 1) {
@@ -574,16 +552,14 @@ void JobMonitor::report_finished_early(c10d::Store& store, const Scope& stuck,
     for (size_t i = 0; i < finished.size(); ++i) {
       const auto& other = finished[i];
       who += (i == 0 ? "rank " : ", rank ") + std::to_string(other.rank) +
-             (i == 0 ? " finished the job after " : " after ") +
-             steps_text(steps_of(other.steps, other.backwards));
+             (i == 0 ? " finished the job after " : " after ") + steps_text(steps_of(other.steps, other.backwards));
     }
     who += " (their Fabrics were destroyed)";
   }
   const std::string message =
-      "fabric: the ranks left the training loop at different steps: " + who + ", while " + me +
-      ", in its step " + std::to_string(step_count() + 1) + ", waits in " +
-      (stuck.name != nullptr ? stuck.name : "a collective") + " for " +
-      (finished.size() == 1 ? "it" : "them") +
+      "fabric: the ranks left the training loop at different steps: " + who + ", while " + me + ", in its step " +
+      std::to_string(step_count() + 1) + ", waits in " + (stuck.name != nullptr ? stuck.name : "a collective") +
+      " for " + (finished.size() == 1 ? "it" : "them") +
       " to join, which will never happen. The likely cause is a stop condition that differs "
       "per rank, such as `if (loss < x) break;` (or a backward skipped with `continue`) on a "
       "value each rank computed from its own data: all-reduce that value first (`value = fabric.all_reduce(value, "
@@ -605,15 +581,13 @@ void JobMonitor::end_job(c10d::Store& store, const std::string& message, const s
     const auto deadline = Clock::now() + 2s;
     while (!store.check({kStop}) && Clock::now() < deadline) std::this_thread::sleep_for(20ms);
     if (store.check({kStop})) stop_because_of_other_rank(store);
-    write_stderr_line("fabric: " + me + ": stopping: " + short_reason +
-                      " (another rank's message says which)");
+    write_stderr_line("fabric: " + me + ": stopping: " + short_reason + " (another rank's message says which)");
     abort_job(me + " " + reason, 1);
   }
   ending_.store(true);
   // The story first, then the others' "stopping because" lines.
   write_stderr_line(message);
-  store.set(kStop, string_to_bytes(std::to_string(config_.rank) + "\n" + reason +
-                                   " (see its message)"));
+  store.set(kStop, string_to_bytes(std::to_string(config_.rank) + "\n" + reason + " (see its message)"));
   if (config_.rank == 0) store.set(kRankZeroStopping, string_to_bytes("1"));
   try {
     // Every other rank reads why before this one goes (and, rank 0, takes
@@ -640,8 +614,8 @@ void JobMonitor::stop_because_of_other_rank(c10d::Store& store) {
   // to report any more. Its line goes out first: once the others know it
   // read why (the ack), rank 0 may stop this process at any moment, and a
   // stop message from rank 0 is not reported by a process that is ending.
-  stop_reporting_child_exits("fabric: rank " + std::to_string(config_.rank) + ": stopping because rank " +
-                             who + " " + reason);
+  stop_reporting_child_exits("fabric: rank " + std::to_string(config_.rank) + ": stopping because rank " + who + " " +
+                             reason);
   if (config_.rank == 0) store.set(kRankZeroStopping, string_to_bytes("1"));
   store.add(kAcks, 1);
   if (config_.rank == 0) {
@@ -695,11 +669,10 @@ void JobMonitor::finish() {
             last = beats;
             heard[static_cast<size_t>(rank)] = now;
           } else if (now - heard[static_cast<size_t>(rank)] > limit) {
-            write_stderr_line(
-                "fabric: " + me + " finished, but rank " + std::to_string(rank) +
-                " neither finished nor gave a sign of life for " +
-                std::to_string(std::chrono::duration_cast<std::chrono::seconds>(limit).count()) +
-                " s (it died, or its process is stopped); exiting");
+            write_stderr_line("fabric: " + me + " finished, but rank " + std::to_string(rank) +
+                              " neither finished nor gave a sign of life for " +
+                              std::to_string(std::chrono::duration_cast<std::chrono::seconds>(limit).count()) +
+                              " s (it died, or its process is stopped); exiting");
             abort_job(me + " gave up waiting for rank " + std::to_string(rank), 1);
           }
         }
@@ -734,5 +707,5 @@ void JobMonitor::abandon(const std::string& reason) noexcept {
   }
 }
 
-} // namespace detail
-} // namespace fabric
+}  // namespace detail
+}  // namespace fabric

@@ -66,8 +66,7 @@ namespace detail {
 // The call in which fabric.backward() makes the ranks agree on a changed set
 // of parameters that require grad (a rank waiting there while another one
 // is elsewhere changed the set alone: the report says so).
-constexpr const char* kTrainedSetChangedCall =
-    "fabric.backward() (the set of parameters that require grad changed)";
+constexpr const char* kTrainedSetChangedCall = "fabric.backward() (the set of parameters that require grad changed)";
 
 class JobMonitor {
  public:
@@ -83,8 +82,7 @@ class JobMonitor {
 
   // `store` is the main thread's connection, `watchdog_store` a second one
   // to the same store for the watchdog thread, which starts here.
-  JobMonitor(Config config, c10::intrusive_ptr<c10d::Store> store,
-             c10::intrusive_ptr<c10d::Store> watchdog_store);
+  JobMonitor(Config config, c10::intrusive_ptr<c10d::Store> store, c10::intrusive_ptr<c10d::Store> watchdog_store);
   // Stops the watchdog thread.
   ~JobMonitor();
   JobMonitor(const JobMonitor&) = delete;
@@ -162,10 +160,9 @@ class JobMonitor {
   // rank's point of view (waiting in, or failed in, `me`).
   bool diverged(const Snapshot& me, bool failed, const std::vector<Record>& records);
   [[noreturn]] void report_paths(c10d::Store& store, const Snapshot& me, bool failed);
-  [[noreturn]] void report_finished_early(c10d::Store& store, const Scope& stuck,
-                                          const std::vector<Record>& finished);
-  [[noreturn]] void end_job(c10d::Store& store, const std::string& message,
-                            const std::string& reason, const std::string& short_reason);
+  [[noreturn]] void report_finished_early(c10d::Store& store, const Scope& stuck, const std::vector<Record>& finished);
+  [[noreturn]] void end_job(c10d::Store& store, const std::string& message, const std::string& reason,
+                            const std::string& short_reason);
   [[noreturn]] void stop_because_of_other_rank(c10d::Store& store);
   void send_heartbeat(c10d::Store& store);
   void stop_watchdog() noexcept;
@@ -190,8 +187,8 @@ class JobMonitor {
   std::mutex mutex_;
   std::condition_variable wake_;
   bool stopping_ = false;
-  bool watching_ = false;      // the watchdog runs and can take a failure
-  std::string failure_;        // set by collective_failed
+  bool watching_ = false;  // the watchdog runs and can take a failure
+  std::string failure_;    // set by collective_failed
   bool failure_pending_ = false;
 
   // Watchdog thread only.
@@ -199,9 +196,9 @@ class JobMonitor {
   std::chrono::steady_clock::time_point last_heartbeat_{};
   int64_t published_call_ = 0;  // the collective number of this rank's publication
   int64_t serial_ = 0;
-  int64_t seen_version_ = -1;   // of the publications, at the last read
+  int64_t seen_version_ = -1;  // of the publications, at the last read
   int64_t seen_finished_ = 0;
-  std::vector<Record> records_; // the last read
+  std::vector<Record> records_;  // the last read
   // Another rank seen waiting under another collective number (or finished
   // past this one): since when, while this rank waited in `watched_`.
   struct Sighting {
@@ -213,5 +210,5 @@ class JobMonitor {
   std::thread watchdog_;
 };
 
-} // namespace detail
-} // namespace fabric
+}  // namespace detail
+}  // namespace fabric

@@ -41,7 +41,7 @@ constexpr const char* kStdoutVariable = "FABRIC_LAUNCHER_STDOUT_FD";
 // Sent by a child once it has joined the process group.
 constexpr char kJoinedByte = 'J';
 
-} // namespace
+}  // namespace
 
 void write_stderr_line(std::string text) {
   text += '\n';
@@ -124,9 +124,8 @@ class LaunchState {
   // ---- rank 0 (or fabric-run) ----
   // Starts local ranks first_local_rank..local_world_size-1 of `self`'s node
   // running `executable` with `arguments` (argv, argv[0] included).
-  void start_children(const ProcessPlacement& self, int first_local_rank,
-                      const std::string& executable, const std::vector<std::string>& arguments,
-                      const std::vector<std::string>& extra_environment) {
+  void start_children(const ProcessPlacement& self, int first_local_rank, const std::string& executable,
+                      const std::vector<std::string>& arguments, const std::vector<std::string>& extra_environment) {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       // A one-process job never joins a process group, so a clean exit is
@@ -243,9 +242,8 @@ class LaunchState {
  private:
   LaunchState() = default;
 
-  void spawn(Child& child, const ProcessPlacement& self, int local_rank,
-             const std::string& executable, const std::vector<std::string>& arguments,
-             const std::vector<std::string>& extra_environment) {
+  void spawn(Child& child, const ProcessPlacement& self, int local_rank, const std::string& executable,
+             const std::vector<std::string>& arguments, const std::vector<std::string>& extra_environment) {
     int ends[2];
     if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, ends) != 0) {
       throw std::system_error(errno, std::generic_category(), "fabric: socketpair");
@@ -256,12 +254,10 @@ class LaunchState {
     // Everything the child needs is built before fork(): between fork and
     // exec a multithreaded process may only make async-signal-safe calls.
     std::vector<std::string> environment;
-    static const char* const kReplaced[] = {
-        "RANK",        "LOCAL_RANK",  "WORLD_SIZE",     "LOCAL_WORLD_SIZE", "NODE_RANK",
-        "GROUP_RANK",  "MASTER_ADDR", "MASTER_PORT",    kChannelVariable,   kStdoutVariable};
-    const auto name_of = [](const std::string& variable) {
-      return variable.substr(0, variable.find('='));
-    };
+    static const char* const kReplaced[] = {"RANK",           "LOCAL_RANK",   "WORLD_SIZE",  "LOCAL_WORLD_SIZE",
+                                            "NODE_RANK",      "GROUP_RANK",   "MASTER_ADDR", "MASTER_PORT",
+                                            kChannelVariable, kStdoutVariable};
+    const auto name_of = [](const std::string& variable) { return variable.substr(0, variable.find('=')); };
     for (char** entry = environ; entry != nullptr && *entry != nullptr; ++entry) {
       const std::string variable(*entry);
       const std::string name = name_of(variable);
@@ -313,8 +309,8 @@ class LaunchState {
     std::vector<char*> envp;
     for (const auto& variable : environment) envp.push_back(const_cast<char*>(variable.c_str()));
     envp.push_back(nullptr);
-    const std::string exec_failure = "fabric: rank " + std::to_string(child.global_rank) +
-                                     ": cannot execute " + executable + "\n";
+    const std::string exec_failure =
+        "fabric: rank " + std::to_string(child.global_rank) + ": cannot execute " + executable + "\n";
     const pid_t parent = ::getpid();
 
     const pid_t pid = ::fork();
@@ -464,19 +460,19 @@ class LaunchState {
   std::mutex mutex_;
   std::condition_variable changed_;
   std::vector<std::unique_ptr<Child>> children_;
-  bool supervising_ = false;     // rank 0 with children
-  bool listening_ = false;       // a child listening to rank 0
-  bool failure_ = false;         // some rank failed; this process is ending
-  bool deliberate_stop_ = false; // rank 0 stops the children itself
-  bool finished_ = false;        // ~Fabric ran
-  bool ending_ = false;          // this process is ending the job itself (abort)
-  bool said_why_ = false;        // this rank's one line on why it stops is out (or on its way)
-  bool require_join_ = true;     // a clean exit before joining is a failure
-  int channel_ = -1;             // child: its end of the channel
-  int rank_ = 0;                 // child: its global rank, for messages
+  bool supervising_ = false;      // rank 0 with children
+  bool listening_ = false;        // a child listening to rank 0
+  bool failure_ = false;          // some rank failed; this process is ending
+  bool deliberate_stop_ = false;  // rank 0 stops the children itself
+  bool finished_ = false;         // ~Fabric ran
+  bool ending_ = false;           // this process is ending the job itself (abort)
+  bool said_why_ = false;         // this rank's one line on why it stops is out (or on its way)
+  bool require_join_ = true;      // a clean exit before joining is a failure
+  int channel_ = -1;              // child: its end of the channel
+  int rank_ = 0;                  // child: its global rank, for messages
 };
 
-} // namespace
+}  // namespace
 
 bool started_by_fabric_launcher() { return std::getenv(kChannelVariable) != nullptr; }
 
@@ -490,8 +486,8 @@ void restore_stdout_at_launch() {
   std::cout.flush();
   std::fflush(stdout);
   if (::dup2(saved, STDOUT_FILENO) < 0) {
-    write_stderr_line("fabric: cannot restore this rank's standard output (descriptor " +
-                      std::to_string(saved) + "): " + std::strerror(errno));
+    write_stderr_line("fabric: cannot restore this rank's standard output (descriptor " + std::to_string(saved) +
+                      "): " + std::strerror(errno));
     return;
   }
   ::close(saved);
@@ -505,9 +501,7 @@ void start_local_ranks(const ProcessPlacement& self) {
 }
 
 std::string find_executable(const std::string& name) {
-  const auto runnable = [](const std::string& path) {
-    return ::access(path.c_str(), X_OK) == 0;
-  };
+  const auto runnable = [](const std::string& path) { return ::access(path.c_str(), X_OK) == 0; };
   if (name.find('/') != std::string::npos) {
     if (!runnable(name)) {
       throw std::runtime_error("fabric-run: cannot execute '" + name + "': " + std::strerror(errno));
@@ -552,9 +546,7 @@ int run_local_ranks(const ProcessPlacement& node, const std::vector<std::string>
   return 0;
 }
 
-void watch_launcher_channel(int global_rank) {
-  LaunchState::instance().listen_to_rank_zero(global_rank);
-}
+void watch_launcher_channel(int global_rank) { LaunchState::instance().listen_to_rank_zero(global_rank); }
 
 void report_joined() { LaunchState::instance().report_joined(); }
 
@@ -571,13 +563,9 @@ void wait_for_exit_in_progress() {
 
 void finish_launch(bool unwinding) { LaunchState::instance().finish(unwinding); }
 
-void stop_reporting_child_exits(const std::string& line) {
-  LaunchState::instance().stop_reporting_child_exits(line);
-}
+void stop_reporting_child_exits(const std::string& line) { LaunchState::instance().stop_reporting_child_exits(line); }
 
-void abort_job(const std::string& reason, int exit_code) {
-  LaunchState::instance().abort(reason, exit_code);
-}
+void abort_job(const std::string& reason, int exit_code) { LaunchState::instance().abort(reason, exit_code); }
 
-} // namespace detail
-} // namespace fabric
+}  // namespace detail
+}  // namespace fabric

@@ -91,5 +91,5 @@ void stop_reporting_child_exits(const std::string& line = std::string());
 // from any thread.
 [[noreturn]] void abort_job(const std::string& reason, int exit_code);
 
-} // namespace detail
-} // namespace fabric
+}  // namespace detail
+}  // namespace fabric

@@ -32,7 +32,7 @@ struct Crc32cTable {
     }
   }
 };
-} // namespace
+}  // namespace
 
 uint32_t crc32c(const void* data, size_t size) {
   static const Crc32cTable table;
@@ -47,7 +47,7 @@ uint32_t masked_crc32c(const void* data, size_t size) {
   return ((crc >> 15) | (crc << 17)) + kMaskDelta;
 }
 
-} // namespace detail
+}  // namespace detail
 
 namespace {
 
@@ -58,8 +58,7 @@ void make_directories(const std::string& path) {
     const size_t slash = std::min(path.find('/', start), path.size());
     partial = path.substr(0, slash);
     if (!partial.empty() && ::mkdir(partial.c_str(), 0755) != 0 && errno != EEXIST) {
-      throw std::runtime_error("fabric: cannot create directory '" + partial +
-                               "': " + std::strerror(errno));
+      throw std::runtime_error("fabric: cannot create directory '" + partial + "': " + std::strerror(errno));
     }
     start = slash + 1;
   }
@@ -102,8 +101,7 @@ std::string event_header(double wall_time, int64_t step) {
 }
 
 double seconds_since_epoch() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
 }
 
 std::string format_value(double value) {
@@ -120,10 +118,9 @@ std::string csv_field(const std::string& text) {
   return quoted + "\"";
 }
 
-} // namespace
+}  // namespace
 
-VersionedDirectory::VersionedDirectory(std::string root_dir, std::string name,
-                                       std::optional<int> version)
+VersionedDirectory::VersionedDirectory(std::string root_dir, std::string name, std::optional<int> version)
     : root_dir_(std::move(root_dir)), name_(std::move(name)), version_(version) {}
 
 int VersionedDirectory::version() {
@@ -205,14 +202,11 @@ void CSVLogger::append_row(size_t row_index) {
 
 // ---- TensorBoard ----
 
-TensorBoardLogger::TensorBoardLogger(std::string root_dir, std::string name,
-                                     std::optional<int> version)
+TensorBoardLogger::TensorBoardLogger(std::string root_dir, std::string name, std::optional<int> version)
     : directory_(std::move(root_dir), std::move(name), version) {}
 
 TensorBoardLogger::TensorBoardLogger(TensorBoardLogger&& other) noexcept
-    : directory_(std::move(other.directory_)),
-      file_path_(std::move(other.file_path_)),
-      file_(other.file_) {
+    : directory_(std::move(other.directory_)), file_path_(std::move(other.file_path_)), file_(other.file_) {
   other.file_ = nullptr;
 }
 
@@ -275,4 +269,4 @@ void TensorBoardLogger::finalize() {
   }
 }
 
-} // namespace fabric
+}  // namespace fabric

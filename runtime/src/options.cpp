@@ -43,10 +43,9 @@ std::string unavailable_text(const UnavailableValue& value) {
 }
 
 const ChoiceSet& accelerator_choices() {
-  static const ChoiceSet set{
-      "accelerator",
-      {{"auto", "auto"}, {"cpu", "cpu"}, {"cuda", "cuda"}, {"gpu", "cuda"}},
-      {{"mps"}, {"tpu"}, {"xla"}, {"hpu"}, {"ipu"}}};
+  static const ChoiceSet set{"accelerator",
+                             {{"auto", "auto"}, {"cpu", "cpu"}, {"cuda", "cuda"}, {"gpu", "cuda"}},
+                             {{"mps"}, {"tpu"}, {"xla"}, {"hpu"}, {"ipu"}}};
   return set;
 }
 
@@ -59,48 +58,46 @@ constexpr const char* kOffload =
     "(optimizer state and gradients sharded across ranks)";
 
 const ChoiceSet& strategy_choices() {
-  static const ChoiceSet set{
-      "strategy",
-      {{"auto", "auto"},
-       {"ddp", "ddp"},
-       {"ddp_find_unused_parameters_true", "ddp", AlsoSets::find_unused_parameters},
-       {"ddp_find_unused_parameters_false", "ddp", AlsoSets::no_find_unused_parameters},
-       {"single_device", "single_device"},
-       {"single-device", "single_device"},
-       {"zero2", "zero2"},
-       {"zero", "zero2"},
-       {"deepspeed", "zero2"},
-       {"deepspeed_stage_2", "zero2"},
-       {"zero1", "zero1"},
-       {"deepspeed_stage_1", "zero1"}},
-      {{"fsdp", kParameterSharding},
-       {"fsdp_cpu_offload", kParameterSharding},
-       {"deepspeed_stage_3", kParameterSharding},
-       {"deepspeed_stage_3_offload", kParameterSharding},
-       {"deepspeed_stage_2_offload", kOffload},
-       {"ddp_spawn"},
-       {"ddp_fork"},
-       {"ddp_notebook"},
-       {"dp"},
-       {"xla"},
-       {"model_parallel"}}};
+  static const ChoiceSet set{"strategy",
+                             {{"auto", "auto"},
+                              {"ddp", "ddp"},
+                              {"ddp_find_unused_parameters_true", "ddp", AlsoSets::find_unused_parameters},
+                              {"ddp_find_unused_parameters_false", "ddp", AlsoSets::no_find_unused_parameters},
+                              {"single_device", "single_device"},
+                              {"single-device", "single_device"},
+                              {"zero2", "zero2"},
+                              {"zero", "zero2"},
+                              {"deepspeed", "zero2"},
+                              {"deepspeed_stage_2", "zero2"},
+                              {"zero1", "zero1"},
+                              {"deepspeed_stage_1", "zero1"}},
+                             {{"fsdp", kParameterSharding},
+                              {"fsdp_cpu_offload", kParameterSharding},
+                              {"deepspeed_stage_3", kParameterSharding},
+                              {"deepspeed_stage_3_offload", kParameterSharding},
+                              {"deepspeed_stage_2_offload", kOffload},
+                              {"ddp_spawn"},
+                              {"ddp_fork"},
+                              {"ddp_notebook"},
+                              {"dp"},
+                              {"xla"},
+                              {"model_parallel"}}};
   return set;
 }
 
 const ChoiceSet& precision_choices() {
-  static const ChoiceSet set{
-      "precision",
-      {{"32-true", "32-true"},
-       {"32", "32-true"},
-       {"64-true", "64-true"},
-       {"64", "64-true"},
-       {"16-mixed", "16-mixed"},
-       {"16", "16-mixed"},
-       {"bf16-mixed", "bf16-mixed"},
-       {"bf16", "bf16-mixed"},
-       {"16-true", "16-true"},
-       {"bf16-true", "bf16-true"}},
-      {{"transformer-engine"}, {"transformer-engine-float16"}}};
+  static const ChoiceSet set{"precision",
+                             {{"32-true", "32-true"},
+                              {"32", "32-true"},
+                              {"64-true", "64-true"},
+                              {"64", "64-true"},
+                              {"16-mixed", "16-mixed"},
+                              {"16", "16-mixed"},
+                              {"bf16-mixed", "bf16-mixed"},
+                              {"bf16", "bf16-mixed"},
+                              {"16-true", "16-true"},
+                              {"bf16-true", "bf16-true"}},
+                             {{"transformer-engine"}, {"transformer-engine-float16"}}};
   return set;
 }
 
@@ -120,15 +117,13 @@ std::string lowercase(std::string text) {
 // Optimal string alignment distance: like Levenshtein, but a swap of two
 // neighbours ("fspd" -> "fsdp") costs 1, the commonest typo.
 std::size_t edit_distance(const std::string& a, const std::string& b) {
-  std::vector<std::vector<std::size_t>> d(a.size() + 1,
-                                          std::vector<std::size_t>(b.size() + 1));
+  std::vector<std::vector<std::size_t>> d(a.size() + 1, std::vector<std::size_t>(b.size() + 1));
   for (std::size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
   for (std::size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
   for (std::size_t i = 1; i <= a.size(); ++i) {
     for (std::size_t j = 1; j <= b.size(); ++j) {
       const std::size_t substitution = a[i - 1] == b[j - 1] ? 0 : 1;
-      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1,
-                          d[i - 1][j - 1] + substitution});
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + substitution});
       if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) {
         d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
       }
@@ -148,15 +143,13 @@ std::string valid_values_text(const ChoiceSet& set) {
 
 // `origin` names where the value came from when it was not the code
 // ("LT_STRATEGY"), so an environment typo is not hunted for in the source.
-std::string describe_value(const ChoiceSet& set, const std::string& value,
-                           const std::string& origin) {
+std::string describe_value(const ChoiceSet& set, const std::string& value, const std::string& origin) {
   std::string text = std::string(set.option) + " '" + value + "'";
   if (!origin.empty()) text += " (from " + origin + ")";
   return text;
 }
 
-const NamedValue& accepted_choice(const ChoiceSet& set, const std::string& raw,
-                                  const std::string& origin) {
+const NamedValue& accepted_choice(const ChoiceSet& set, const std::string& raw, const std::string& origin) {
   const std::string value = lowercase(trimmed(raw));
   for (const auto& accepted : set.accepted) {
     if (value == accepted.name) return accepted;
@@ -164,8 +157,8 @@ const NamedValue& accepted_choice(const ChoiceSet& set, const std::string& raw,
   for (const auto& planned : set.not_yet_available) {
     if (value == planned.name) {
       std::string message = "fabric: " + describe_value(set, raw, origin);
-      message += planned.why != nullptr ? std::string(" ") + planned.why
-                                        : std::string(" is not available in this build yet");
+      message +=
+          planned.why != nullptr ? std::string(" ") + planned.why : std::string(" is not available in this build yet");
       throw std::invalid_argument(message + ". " + valid_values_text(set));
     }
   }
@@ -195,8 +188,7 @@ const NamedValue& accepted_choice(const ChoiceSet& set, const std::string& raw,
   throw std::invalid_argument(message + " " + valid_values_text(set));
 }
 
-std::string canonical_choice(const ChoiceSet& set, const std::string& raw,
-                             const std::string& origin) {
+std::string canonical_choice(const ChoiceSet& set, const std::string& raw, const std::string& origin) {
   return accepted_choice(set, raw, origin).canonical;
 }
 
@@ -208,10 +200,9 @@ void apply_also_sets(const NamedValue& value, bool& find_unused_parameters) {
 }
 
 [[noreturn]] void throw_invalid_devices(const std::string& spec, const std::string& why) {
-  throw std::invalid_argument(
-      "fabric: invalid devices '" + spec + "': " + why +
-      ". Use a count of processes (2), -1 for all visible devices, 'auto', "
-      "or a list of device indices ('0,2').");
+  throw std::invalid_argument("fabric: invalid devices '" + spec + "': " + why +
+                              ". Use a count of processes (2), -1 for all visible devices, 'auto', "
+                              "or a list of device indices ('0,2').");
 }
 
 // Whole-string integer parse; false on anything that is not one integer.
@@ -247,7 +238,7 @@ DeviceSelection device_count_selection(long count, const std::string& spec) {
   return selection;
 }
 
-} // namespace
+}  // namespace
 
 int DeviceSelection::process_count(int visible_devices) const {
   switch (kind) {
@@ -338,14 +329,11 @@ Options& Options::devices(std::vector<int> ids) {
   return *this;
 }
 
-Options& Options::devices(std::initializer_list<int> ids) {
-  return devices(std::vector<int>(ids));
-}
+Options& Options::devices(std::initializer_list<int> ids) { return devices(std::vector<int>(ids)); }
 
 Options& Options::num_nodes(int count) {
   if (count < 1) {
-    throw std::invalid_argument("fabric: invalid num_nodes " + std::to_string(count) +
-                                ": it must be >= 1.");
+    throw std::invalid_argument("fabric: invalid num_nodes " + std::to_string(count) + ": it must be >= 1.");
   }
   num_nodes_ = count;
   return *this;
@@ -365,8 +353,7 @@ Options& Options::precision(std::string value) {
 
 Options& Options::timeout(std::chrono::milliseconds value) {
   if (value.count() <= 0) {
-    throw std::invalid_argument("fabric: the timeout must be positive, got " +
-                                std::to_string(value.count()) + " ms.");
+    throw std::invalid_argument("fabric: the timeout must be positive, got " + std::to_string(value.count()) + " ms.");
   }
   timeout_ = value;
   return *this;
@@ -420,4 +407,4 @@ Options& Options::override_from_environment() {
   return *this;
 }
 
-} // namespace fabric
+}  // namespace fabric

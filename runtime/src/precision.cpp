@@ -92,8 +92,7 @@ void move_to_device_and_precision(torch::nn::Module& module, const torch::Device
   }
 }
 
-void unscale_and_update(FabricState& state,
-                        const std::vector<std::vector<at::Tensor>>& synchronized_parameters) {
+void unscale_and_update(FabricState& state, const std::vector<std::vector<at::Tensor>>& synchronized_parameters) {
   // Gradients are reduced now (the Reducer finishes inside backward), so
   // with ddp every rank finds the same inf/NaN; under zero2 each rank holds
   // its own parameters' gradients and the ranks agree on the finding.
@@ -111,10 +110,9 @@ void unscale_and_update(FabricState& state,
       finite_flags.push_back(torch::isfinite(grad).all());
     }
   }
-  const bool local_inf =
-      !finite_flags.empty() && !torch::stack(finite_flags).all().item<bool>();
-  const bool found_inf = state.collective("fabric.backward() (loss scaler)",
-                                          [&] { return state.strategy->agree_any(local_inf); });
+  const bool local_inf = !finite_flags.empty() && !torch::stack(finite_flags).all().item<bool>();
+  const bool found_inf =
+      state.collective("fabric.backward() (loss scaler)", [&] { return state.strategy->agree_any(local_inf); });
   auto& scaler = state.scaler;
   if (found_inf) {
     // C++ optimizers skip parameters without a gradient entirely (no
@@ -130,6 +128,6 @@ void unscale_and_update(FabricState& state,
   }
 }
 
-} // namespace detail
+}  // namespace detail
 
-} // namespace fabric
+}  // namespace fabric

@@ -18,15 +18,13 @@ namespace detail {
 class FabricState;
 
 // Module::to(device) and, for "*-true" precisions, the dtype.
-void move_to_device_and_precision(torch::nn::Module& module, const torch::Device& device,
-                                  const std::string& precision);
+void move_to_device_and_precision(torch::nn::Module& module, const torch::Device& device, const std::string& precision);
 
 // After a scaled backward: unscales the gradients of the parameters that
 // were synchronized, agrees with the other ranks whether any is inf/NaN,
 // then skips the step (drops the gradients) and backs off, or grows the
 // scale after growth_interval clean steps.
-void unscale_and_update(FabricState& state,
-                        const std::vector<std::vector<at::Tensor>>& synchronized_parameters);
+void unscale_and_update(FabricState& state, const std::vector<std::vector<at::Tensor>>& synchronized_parameters);
 
 // While alive, autocast is off for `device_type` (restored after): the
 // backward pass runs in the dtypes its forward ops chose.
@@ -42,5 +40,5 @@ class AutocastPause {
   bool was_enabled_;
 };
 
-} // namespace detail
-} // namespace fabric
+}  // namespace detail
+}  // namespace fabric

@@ -40,8 +40,8 @@ namespace fabric::detail {
 namespace {
 thread_local bool narrow_wildcard_binds = false;
 thread_local unsigned char narrow_to[4] = {127, 0, 0, 1};
-} // namespace
-} // namespace fabric::detail
+}  // namespace
+}  // namespace fabric::detail
 
 extern "C" int bind(int fd, const struct sockaddr* address, socklen_t length) noexcept {
   using Bind = int (*)(int, const struct sockaddr*, socklen_t);
@@ -94,8 +94,7 @@ std::vector<std::pair<std::string, std::string>> interfaces() {
   if (::getifaddrs(&list) != 0) return found;
   for (ifaddrs* entry = list; entry != nullptr; entry = entry->ifa_next) {
     if (entry->ifa_addr == nullptr || entry->ifa_addr->sa_family != AF_INET) continue;
-    found.emplace_back(entry->ifa_name,
-                       dotted(reinterpret_cast<const sockaddr_in*>(entry->ifa_addr)->sin_addr));
+    found.emplace_back(entry->ifa_name, dotted(reinterpret_cast<const sockaddr_in*>(entry->ifa_addr)->sin_addr));
   }
   ::freeifaddrs(list);
   return found;
@@ -136,7 +135,7 @@ bool timed_out(const std::string& message) {
   return message.find("timed out") != std::string::npos || message.find("Timed out") != std::string::npos;
 }
 
-} // namespace
+}  // namespace
 
 std::string ipv4_of(const std::string& host) {
   in_addr parsed{};
@@ -253,8 +252,7 @@ std::string JobLayout::describe_node(int node) const {
     if (!address.empty() && std::find(addresses.begin(), addresses.end(), address) == addresses.end())
       addresses.push_back(address);
   }
-  std::string text = "node " + std::to_string(node) + " (rank" + (ranks.size() == 1 ? " " : "s ") +
-                     join_ranks(ranks);
+  std::string text = "node " + std::to_string(node) + " (rank" + (ranks.size() == 1 ? " " : "s ") + join_ranks(ranks);
   for (size_t i = 0; i < addresses.size(); ++i) text += (i == 0 ? " at " : ", ") + addresses[i];
   return text + ")";
 }
@@ -269,8 +267,8 @@ std::string JobLayout::describe_other_nodes(int node) const {
   return text;
 }
 
-JobLayout check_job(c10d::Store& store, const ProcessPlacement& placement,
-                    std::chrono::milliseconds timeout, const std::string& address) {
+JobLayout check_job(c10d::Store& store, const ProcessPlacement& placement, std::chrono::milliseconds timeout,
+                    const std::string& address) {
   const std::string where = placement.master_addr + ":" + std::to_string(placement.master_port);
   RankRecord mine{placement.world_size, placement.num_nodes, placement.node_rank, address};
   // The first exchange with the store: a MASTER_PORT that another program
@@ -282,10 +280,11 @@ JobLayout check_job(c10d::Store& store, const ProcessPlacement& placement,
       const std::string cause = first_line_of(error.what());
       if (timed_out(cause)) throw;  // a rank that did not come: said by the caller
       throw std::runtime_error("fabric: rank " + std::to_string(placement.global_rank) +
-                               " got no valid answer from the rendezvous store at " + where +
-                               " within " + std::to_string(timeout.count()) +
+                               " got no valid answer from the rendezvous store at " + where + " within " +
+                               std::to_string(timeout.count()) +
                                " ms (Options::timeout); is MASTER_PORT held by another program? "
-                               "Store error: " + cause);
+                               "Store error: " +
+                               cause);
     }
   };
   const std::string text = format(mine);
@@ -298,8 +297,7 @@ JobLayout check_job(c10d::Store& store, const ProcessPlacement& placement,
     std::string differences;
     if (theirs.world_size != mine.world_size) {
       differences += "world size " + std::to_string(theirs.world_size) + ", rank " +
-                     std::to_string(placement.global_rank) + " with world size " +
-                     std::to_string(mine.world_size);
+                     std::to_string(placement.global_rank) + " with world size " + std::to_string(mine.world_size);
     }
     if (theirs.num_nodes != mine.num_nodes) {
       differences += std::string(differences.empty() ? "" : "; and with ") + std::to_string(theirs.num_nodes) +
@@ -348,12 +346,12 @@ JobLayout check_job(c10d::Store& store, const ProcessPlacement& placement,
                  (placement.num_nodes > 1 ? "node " + std::to_string(node) + ": " : "") + "rank" +
                  (ranks.size() == 1 ? " " : "s ") + join_ranks(ranks);
         }
-        throw std::runtime_error(
-            "fabric: the job's ranks did not all come within " + std::to_string(timeout.count()) +
-            " ms (Options::timeout); missing: " + who + ". Start every node (fabric-run --num-nodes " +
-            std::to_string(placement.num_nodes) + " --node-rank K --main-address " + placement.master_addr +
-            " --main-port " + std::to_string(placement.master_port) +
-            " on node K), and check that each reaches " + where + " (a firewall, a wrong address)");
+        throw std::runtime_error("fabric: the job's ranks did not all come within " + std::to_string(timeout.count()) +
+                                 " ms (Options::timeout); missing: " + who +
+                                 ". Start every node (fabric-run --num-nodes " + std::to_string(placement.num_nodes) +
+                                 " --node-rank K --main-address " + placement.master_addr + " --main-port " +
+                                 std::to_string(placement.master_port) + " on node K), and check that each reaches " +
+                                 where + " (a firewall, a wrong address)");
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
     }
@@ -378,7 +376,8 @@ JobLayout check_job(c10d::Store& store, const ProcessPlacement& placement,
     throw std::runtime_error("fabric: rank " + std::to_string(placement.global_rank) +
                              " did not get the job's layout from rank 0's store at " + where +
                              ": rank 0 ended the rendezvous (its message says why) or became "
-                             "unreachable. Store error: " + first_line_of(error.what()));
+                             "unreachable. Store error: " +
+                             first_line_of(error.what()));
   }
   std::istringstream table(std::string(bytes.begin(), bytes.end()));
   int node = 0;
@@ -390,8 +389,7 @@ JobLayout check_job(c10d::Store& store, const ProcessPlacement& placement,
   return layout;
 }
 
-std::string describe_lost_peer(const JobLayout& layout, const ProcessPlacement& placement,
-                               const std::string& error) {
+std::string describe_lost_peer(const JobLayout& layout, const ProcessPlacement& placement, const std::string& error) {
   static const std::regex peer(R"(\[(\d+\.\d+\.\d+\.\d+)\]:\d+)");
   std::smatch found;
   if (!std::regex_search(error, found, peer)) return "";
@@ -403,8 +401,7 @@ std::string describe_lost_peer(const JobLayout& layout, const ProcessPlacement& 
   return "";
 }
 
-c10::intrusive_ptr<c10d::TCPStore> connect_store_client(const std::string& host,
-                                                        const c10d::TCPStoreOptions& options,
+c10::intrusive_ptr<c10d::TCPStore> connect_store_client(const std::string& host, const c10d::TCPStoreOptions& options,
                                                         std::chrono::milliseconds deadline) {
   struct Attempt {
     std::mutex mutex;
@@ -430,8 +427,7 @@ c10::intrusive_ptr<c10d::TCPStore> connect_store_client(const std::string& host,
   }).detach();
   std::unique_lock<std::mutex> lock(attempt->mutex);
   if (!attempt->done.wait_for(lock, deadline, [&] { return attempt->finished; })) {
-    throw std::runtime_error("connected, but no answer from the store within " +
-                             std::to_string(deadline.count()) +
+    throw std::runtime_error("connected, but no answer from the store within " + std::to_string(deadline.count()) +
                              " ms: the program on that port does not speak c10d's store protocol");
   }
   if (attempt->error) std::rethrow_exception(attempt->error);
@@ -450,8 +446,7 @@ void bound_store_connections(int port, std::chrono::milliseconds timeout) {
     if (end == entry->d_name || *end != '\0' || fd == ::dirfd(fds)) continue;
     int type = 0;
     socklen_t type_length = sizeof type;
-    if (::getsockopt(static_cast<int>(fd), SOL_SOCKET, SO_TYPE, &type, &type_length) != 0 ||
-        type != SOCK_STREAM)
+    if (::getsockopt(static_cast<int>(fd), SOL_SOCKET, SO_TYPE, &type, &type_length) != 0 || type != SOCK_STREAM)
       continue;
     sockaddr_storage peer{};
     socklen_t peer_length = sizeof peer;
@@ -466,5 +461,5 @@ void bound_store_connections(int port, std::chrono::milliseconds timeout) {
   ::closedir(fds);
 }
 
-} // namespace detail
-} // namespace fabric
+}  // namespace detail
+}  // namespace fabric

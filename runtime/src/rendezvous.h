@@ -64,8 +64,7 @@ class BindScope {
 // does not answer would block the rank for ever. The constructor runs on a
 // helper thread; past the deadline this throws (the thread, still blocked,
 // ends with the process).
-c10::intrusive_ptr<c10d::TCPStore> connect_store_client(const std::string& host,
-                                                        const c10d::TCPStoreOptions& options,
+c10::intrusive_ptr<c10d::TCPStore> connect_store_client(const std::string& host, const c10d::TCPStoreOptions& options,
                                                         std::chrono::milliseconds deadline);
 // Gives this process's connections to the store at `port` (those whose peer
 // port it is) a receive and send timeout. c10d 2.x waits in recv() with no
@@ -97,14 +96,13 @@ struct JobLayout {
 // were started for the same job (a different world size or number of nodes
 // is refused, naming both values), names the ranks that never came, and
 // publishes the layout, which every other rank reads.
-JobLayout check_job(c10d::Store& store, const ProcessPlacement& placement,
-                    std::chrono::milliseconds timeout, const std::string& address);
+JobLayout check_job(c10d::Store& store, const ProcessPlacement& placement, std::chrono::milliseconds timeout,
+                    const std::string& address);
 
 // For a collective that failed with `error` on this rank: "lost node 1
 // (ranks 2, 3 at 10.0.0.2)" when the error names a peer on another node
 // (Gloo's "Connection closed by peer [10.0.0.2]:port"), else "".
-std::string describe_lost_peer(const JobLayout& layout, const ProcessPlacement& placement,
-                               const std::string& error);
+std::string describe_lost_peer(const JobLayout& layout, const ProcessPlacement& placement, const std::string& error);
 
-} // namespace detail
-} // namespace fabric
+}  // namespace detail
+}  // namespace fabric

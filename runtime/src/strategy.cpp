@@ -19,7 +19,7 @@ class SingleDeviceStrategy : public Strategy {
  public:
   using Strategy::Strategy;
 };
-} // namespace
+}  // namespace
 
 std::pair<size_t, size_t> bucket_bytes(const Options& options) {
   const auto cap = static_cast<size_t>(std::llround(options.bucket_cap_mb() * kMiB));
@@ -35,8 +35,7 @@ void DdpStrategy::setup_module(const torch::nn::Module& module, const NamedParam
   reducers_.push_back(make_model_reducer(&module, trained));
 }
 
-void DdpStrategy::trained_parameters_changed(const torch::nn::Module* module,
-                                             const NamedParameters& trained) {
+void DdpStrategy::trained_parameters_changed(const torch::nn::Module* module, const NamedParameters& trained) {
   if (!context_.group) return;
   const auto found = std::find_if(reducers_.begin(), reducers_.end(),
                                   [module](const ModelReducer& model) { return model.module == module; });
@@ -48,8 +47,7 @@ void DdpStrategy::trained_parameters_changed(const torch::nn::Module* module,
   if (found != reducers_.end()) {
     accumulated = found->accumulated;
     for (size_t i = 0; i < found->reached_without_sync.size(); ++i) {
-      reached_without_sync.emplace(found->parameters[i].second.unsafeGetTensorImpl(),
-                                   found->reached_without_sync[i]);
+      reached_without_sync.emplace(found->parameters[i].second.unsafeGetTensorImpl(), found->reached_without_sync[i]);
     }
     position = static_cast<size_t>(found - reducers_.begin());
     // Destroyed before its successor is built: its autograd hooks go with it.
@@ -77,8 +75,8 @@ DdpStrategy::ModelReducer DdpStrategy::make_model_reducer(const torch::nn::Modul
   // As PyTorch's DDP: a small first bucket, then bucket_cap_mb buckets; both
   // lists reversed because gradients arrive roughly in reverse order of
   // parameter creation.
-  auto assignment = c10d::compute_bucket_assignment_by_size(
-      parameters, {first_bucket, bucket}, std::vector<bool>(parameters.size(), false));
+  auto assignment = c10d::compute_bucket_assignment_by_size(parameters, {first_bucket, bucket},
+                                                            std::vector<bool>(parameters.size(), false));
   auto bucket_indices = std::move(std::get<0>(assignment));
   auto per_bucket_size_limits = std::move(std::get<1>(assignment));
   std::reverse(bucket_indices.begin(), bucket_indices.end());
@@ -86,10 +84,10 @@ DdpStrategy::ModelReducer DdpStrategy::make_model_reducer(const torch::nn::Modul
   // The names go into the Reducer's own messages (TORCH_DISTRIBUTED_DEBUG).
   std::unordered_map<size_t, std::string> names;
   for (size_t i = 0; i < trained.size(); ++i) names.emplace(i, trained[i].first);
-  std::shared_ptr<c10d::Reducer> reducer = c10d_compat::make_reducer(
-      std::move(parameters), std::move(bucket_indices), std::move(per_bucket_size_limits),
-      context_.group, static_cast<int64_t>(bucket), static_cast<int64_t>(first_bucket),
-      context_.options.find_unused_parameters(), std::move(names));
+  std::shared_ptr<c10d::Reducer> reducer =
+      c10d_compat::make_reducer(std::move(parameters), std::move(bucket_indices), std::move(per_bucket_size_limits),
+                                context_.group, static_cast<int64_t>(bucket), static_cast<int64_t>(first_bucket),
+                                context_.options.find_unused_parameters(), std::move(names));
   // PyTorch's DDP gives every Reducer a c10d::Logger, and the Reducer relies
   // on it: with find_unused_parameters, the first time the set of unused
   // parameters changes between iterations (a head used on some steps only)
@@ -134,31 +132,28 @@ void DdpStrategy::check_backward(const std::vector<ReachedModel>& models) const 
     }
     return text;
   };
-  const std::string enable =
-      context_.strategy == "ddp"
-          ? "construct the Fabric with strategy \"ddp_find_unused_parameters_true\" (or "
-            "fabric::Options().find_unused_parameters(true); fabric-run --strategy "
-            "ddp_find_unused_parameters_true and LT_STRATEGY work too)"
-          : "construct the Fabric with fabric::Options().find_unused_parameters(true)";
-  throw std::runtime_error(
-      "fabric.backward(): on rank " + std::to_string(context_.rank) + ", " +
-      std::to_string(unreached.size()) + " trained parameter" +
-      (unreached.size() == 1 ? " of a set-up model gets" : "s of a set-up model get") +
-      " no gradient in this backward (the loss does not depend on them): " + listed(unreached) +
-      ". Under strategy '" + context_.strategy +
-      "' a bucket of gradients is all-reduced once every parameter in it has its gradient, so "
-      "theirs never would be and the ranks would train different models. If the model uses "
-      "some parameters only on some steps (a branch or a head taken on some iterations or "
-      "inputs), " +
-      enable +
-      ": the parameters a backward does not reach are then found by a search of its graph "
-      "before it runs. If they are not trained, set requires_grad(false) on them (Fabric "
-      "then leaves them out of the synchronization, also when that happens after "
-      "fabric.setup()), or remove them");
+  const std::string enable = context_.strategy == "ddp"
+                                 ? "construct the Fabric with strategy \"ddp_find_unused_parameters_true\" (or "
+                                   "fabric::Options().find_unused_parameters(true); fabric-run --strategy "
+                                   "ddp_find_unused_parameters_true and LT_STRATEGY work too)"
+                                 : "construct the Fabric with fabric::Options().find_unused_parameters(true)";
+  throw std::runtime_error("fabric.backward(): on rank " + std::to_string(context_.rank) + ", " +
+                           std::to_string(unreached.size()) + " trained parameter" +
+                           (unreached.size() == 1 ? " of a set-up model gets" : "s of a set-up model get") +
+                           " no gradient in this backward (the loss does not depend on them): " + listed(unreached) +
+                           ". Under strategy '" + context_.strategy +
+                           "' a bucket of gradients is all-reduced once every parameter in it has its gradient, so "
+                           "theirs never would be and the ranks would train different models. If the model uses "
+                           "some parameters only on some steps (a branch or a head taken on some iterations or "
+                           "inputs), " +
+                           enable +
+                           ": the parameters a backward does not reach are then found by a search of its graph "
+                           "before it runs. If they are not trained, set requires_grad(false) on them (Fabric "
+                           "then leaves them out of the synchronization, also when that happens after "
+                           "fabric.setup()), or remove them");
 }
 
-void DdpStrategy::before_backward(const std::vector<ReachedModel>& models,
-                                  const at::Tensor& loss) {
+void DdpStrategy::before_backward(const std::vector<ReachedModel>& models, const at::Tensor& loss) {
   // C++ offers no hook around the user's forward(), where PyTorch's DDP arms
   // its Reducer. Arming it here is equivalent: nothing reaches the Reducer
   // between forward and backward. rebuild_buckets() is a collective that
@@ -167,8 +162,7 @@ void DdpStrategy::before_backward(const std::vector<ReachedModel>& models,
   // no_backward_sync, is not armed: a Reducer armed for a backward that
   // never reaches its parameters would wait for them forever, and an unarmed
   // one lets gradients accumulate locally.
-  if (context_.options.find_unused_parameters() &&
-      !c10d_compat::kReducerCountsUsageUnderNoSync) {
+  if (context_.options.find_unused_parameters() && !c10d_compat::kReducerCountsUsageUnderNoSync) {
     note_reached_parameters(models);
   }
   for (auto& model : reducers_) {
@@ -272,9 +266,8 @@ void DdpStrategy::average_gradients_used_only_without_sync(ModelReducer& model) 
       const auto& gradient = parameter.grad();
       pieces.push_back(gradient.defined()
                            ? gradient.reshape({-1})
-                           : at::zeros({parameter.numel()}, at::TensorOptions()
-                                                                .dtype(parameter.scalar_type())
-                                                                .device(parameter.device())));
+                           : at::zeros({parameter.numel()},
+                                       at::TensorOptions().dtype(parameter.scalar_type()).device(parameter.device())));
     }
     std::vector<at::Tensor> flat{at::cat(pieces)};
     context_.group->allreduce(flat)->wait();  // SUM
@@ -318,5 +311,5 @@ std::unique_ptr<Strategy> make_strategy(const StrategyContext& context) {
   throw std::logic_error("fabric: no strategy named '" + context.strategy + "'");
 }
 
-} // namespace detail
-} // namespace fabric
+}  // namespace detail
+}  // namespace fabric

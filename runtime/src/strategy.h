@@ -36,7 +36,7 @@ namespace detail {
 // What every strategy may read; filled by the Fabric (group at launch()).
 struct StrategyContext {
   Options options;
-  std::string strategy;              // resolved name: "ddp", "zero2", ...
+  std::string strategy;                // resolved name: "ddp", "zero2", ...
   c10d_compat::ProcessGroupPtr group;  // null with one process
   int rank = 0;
   int world_size = 1;
@@ -88,8 +88,7 @@ class Strategy {
   // saw them: LoRA's phases). Called by fabric.backward() on every rank, at
   // the same backward, before check_backward; not a collective. Never
   // dereferences `module` (a model held by value may be gone).
-  virtual void trained_parameters_changed(const torch::nn::Module* module,
-                                          const NamedParameters& trained) {
+  virtual void trained_parameters_changed(const torch::nn::Module* module, const NamedParameters& trained) {
     (void)module;
     (void)trained;
   }
@@ -117,8 +116,7 @@ class Strategy {
 
   // optimizer.step(closure); the sharded strategies step only the owned
   // parameters and broadcast them afterwards.
-  virtual at::Tensor step(torch::optim::Optimizer& optimizer,
-                          const torch::optim::Optimizer::LossClosure& closure) {
+  virtual at::Tensor step(torch::optim::Optimizer& optimizer, const torch::optim::Optimizer::LossClosure& closure) {
     return optimizer.step(closure);
   }
   // Throws std::logic_error, naming `call`, when a set-up model was changed
@@ -159,8 +157,7 @@ class DdpStrategy : public Strategy {
   // The model's Reducer is replaced by one over `trained` (none when it is
   // empty). Gradients a no_backward_sync window accumulated so far are
   // still averaged at its end.
-  void trained_parameters_changed(const torch::nn::Module* module,
-                                  const NamedParameters& trained) override;
+  void trained_parameters_changed(const torch::nn::Module* module, const NamedParameters& trained) override;
   bool needs_reached_models() const override { return !reducers_.empty(); }
   void check_backward(const std::vector<ReachedModel>& models) const override;
   void before_backward(const std::vector<ReachedModel>& models, const at::Tensor& loss) override;
@@ -181,7 +178,7 @@ class DdpStrategy : public Strategy {
     // and which the synchronized backward now running reaches.
     std::vector<char> reached_without_sync;
     std::vector<char> reached_by_sync;
-    bool accumulated = false;       // a backward ran under no_backward_sync since the last sync
+    bool accumulated = false;  // a backward ran under no_backward_sync since the last sync
     bool average_after_backward = false;
   };
   // A Reducer (and its c10d::Logger) over `trained`, which is not empty.
@@ -200,5 +197,5 @@ std::unique_ptr<Strategy> make_sharded_strategy(const StrategyContext& context, 
 // DDP's bucket sizes for `options` (bytes): the first bucket, the others.
 std::pair<size_t, size_t> bucket_bytes(const Options& options);
 
-} // namespace detail
-} // namespace fabric
+}  // namespace detail
+}  // namespace fabric

@@ -35,9 +35,7 @@ namespace fabric {
 namespace detail {
 namespace {
 
-size_t bytes_of(const at::Tensor& tensor) {
-  return static_cast<size_t>(tensor.numel()) * tensor.element_size();
-}
+size_t bytes_of(const at::Tensor& tensor) { return static_cast<size_t>(tensor.numel()) * tensor.element_size(); }
 
 std::vector<at::Tensor> optimizer_parameters(const torch::optim::Optimizer& optimizer) {
   std::vector<at::Tensor> parameters;
@@ -49,8 +47,7 @@ std::vector<at::Tensor> optimizer_parameters(const torch::optim::Optimizer& opti
 
 // A fresh, empty per-parameter state of the optimizer's own kind, for rank
 // 0 to deserialize another rank's state into.
-std::unique_ptr<torch::optim::OptimizerParamState> new_parameter_state(
-    const torch::optim::Optimizer& optimizer) {
+std::unique_ptr<torch::optim::OptimizerParamState> new_parameter_state(const torch::optim::Optimizer& optimizer) {
   namespace optim = torch::optim;
   if (dynamic_cast<const optim::AdamW*>(&optimizer)) return std::make_unique<optim::AdamWParamState>();
   if (dynamic_cast<const optim::Adam*>(&optimizer)) return std::make_unique<optim::AdamParamState>();
@@ -90,8 +87,7 @@ class ShardedStrategy : public Strategy {
   // trained before keeps its owner, so the optimizer state it holds stays
   // where it is. Frozen parameters leave the reduction (zero2's buckets,
   // zero1's Reducer) and the check for optimizer.step().
-  void trained_parameters_changed(const torch::nn::Module* module,
-                                  const NamedParameters& trained) override {
+  void trained_parameters_changed(const torch::nn::Module* module, const NamedParameters& trained) override {
     Model* model = find(module);
     if (model == nullptr) return;
     assign_members(static_cast<size_t>(model - models_.data()), trained);
@@ -100,11 +96,10 @@ class ShardedStrategy : public Strategy {
 
   void setup_optimizer(torch::optim::Optimizer& optimizer) override {
     if (dynamic_cast<torch::optim::LBFGS*>(&optimizer) != nullptr) {
-      throw std::invalid_argument(
-          "fabric::setup: strategy '" + context_.strategy +
-          "' cannot run torch::optim::LBFGS: LBFGS computes one search direction from the "
-          "gradients of all parameters, and under a sharded strategy each rank updates only "
-          "the parameters it owns. Use strategy 'ddp' with LBFGS");
+      throw std::invalid_argument("fabric::setup: strategy '" + context_.strategy +
+                                  "' cannot run torch::optim::LBFGS: LBFGS computes one search direction from the "
+                                  "gradients of all parameters, and under a sharded strategy each rank updates only "
+                                  "the parameters it owns. Use strategy 'ddp' with LBFGS");
     }
   }
 
@@ -160,8 +155,7 @@ class ShardedStrategy : public Strategy {
     return flag[0].item<int>() != 0;
   }
 
-  at::Tensor step(torch::optim::Optimizer& optimizer,
-                  const torch::optim::Optimizer::LossClosure& closure) override {
+  at::Tensor step(torch::optim::Optimizer& optimizer, const torch::optim::Optimizer::LossClosure& closure) override {
     check_in_sync("fabric.step()");
     // The closure (which calls fabric.backward) runs first, as the
     // optimizers' own step(closure) would, so that the gradients it
@@ -212,15 +206,15 @@ class ShardedStrategy : public Strategy {
   void check_in_sync(const char* call) override {
     for (const auto& parameter : parameters_) {
       if (!parameter.trained || parameter.tensor._version() == parameter.version) continue;
-      throw std::logic_error(
-          std::string("fabric: ") + call + ": set-up parameter '" + parameter.name +
-          "' changed after Fabric last synchronized it. Was "
-          "optimizer.step() called directly? Under strategy '" + context_.strategy +
-          "' each rank updates only the parameters it owns: call fabric.step(optimizer) "
-          "instead of optimizer.step(); it steps the optimizer and broadcasts the updated "
-          "parameters from their owners (a direct optimizer.step() leaves the ranks with "
-          "different models). Parameters changed in place by hand have the same effect; load "
-          "values with fabric.load() instead");
+      throw std::logic_error(std::string("fabric: ") + call + ": set-up parameter '" + parameter.name +
+                             "' changed after Fabric last synchronized it. Was "
+                             "optimizer.step() called directly? Under strategy '" +
+                             context_.strategy +
+                             "' each rank updates only the parameters it owns: call fabric.step(optimizer) "
+                             "instead of optimizer.step(); it steps the optimizer and broadcasts the updated "
+                             "parameters from their owners (a direct optimizer.step() leaves the ranks with "
+                             "different models). Parameters changed in place by hand have the same effect; load "
+                             "values with fabric.load() instead");
     }
   }
 
@@ -249,8 +243,7 @@ class ShardedStrategy : public Strategy {
       for (size_t i = 0; i < parameters.size(); ++i) {
         const Parameter* tracked = lookup(parameters[i]);
         if (tracked == nullptr || tracked->owner != context_.rank) continue;
-        const auto found =
-            optimizer.state().find(c10d_compat::optimizer_state_key(optimizer, parameters[i]));
+        const auto found = optimizer.state().find(c10d_compat::optimizer_state_key(optimizer, parameters[i]));
         if (found == optimizer.state().end()) continue;
         torch::serialize::OutputArchive nested;
         found->second->serialize(nested);
@@ -285,8 +278,7 @@ class ShardedStrategy : public Strategy {
           archive.read("p" + std::to_string(position), nested);
           auto state = new_parameter_state(optimizer);
           state->serialize(nested);
-          auto key = c10d_compat::optimizer_state_key(optimizer,
-                                                      parameters.at(static_cast<size_t>(position)));
+          auto key = c10d_compat::optimizer_state_key(optimizer, parameters.at(static_cast<size_t>(position)));
           optimizer.state()[key] = std::move(state);
           inserted.push_back(std::move(key));
         }
@@ -324,9 +316,9 @@ class ShardedStrategy : public Strategy {
   };
   struct Model {
     const torch::nn::Module* module = nullptr;
-    std::vector<size_t> members;  // indices into parameters_
-    std::vector<Bucket> buckets;  // zero2
-    bool reduced = false;          // owners' gradients hold an average
+    std::vector<size_t> members;        // indices into parameters_
+    std::vector<Bucket> buckets;        // zero2
+    bool reduced = false;               // owners' gradients hold an average
     std::vector<at::Tensor> set_aside;  // per member: that average, while accumulating
   };
 
@@ -402,8 +394,7 @@ class ShardedStrategy : public Strategy {
         if (parameter.owner != owner) continue;
         const auto dtype = parameter.tensor.scalar_type();
         auto found = open.find(static_cast<int>(dtype));
-        if (found == open.end() ||
-            model.buckets[found->second].bytes + bytes_of(parameter.tensor) > cap) {
+        if (found == open.end() || model.buckets[found->second].bytes + bytes_of(parameter.tensor) > cap) {
           model.buckets.push_back({owner, dtype, {}, 0, 0});
           found = open.insert_or_assign(static_cast<int>(dtype), model.buckets.size() - 1).first;
         }
@@ -427,8 +418,7 @@ class ShardedStrategy : public Strategy {
     if (context_.group) {
       for (const auto& bucket : model.buckets) {
         const auto count = static_cast<int64_t>(bucket.members.size());
-        auto flat = at::empty({bucket.numel + count},
-                              at::TensorOptions().dtype(bucket.dtype).device(context_.device));
+        auto flat = at::empty({bucket.numel + count}, at::TensorOptions().dtype(bucket.dtype).device(context_.device));
         std::vector<float> flags(static_cast<size_t>(count), 0.0f);
         int64_t offset = 0;
         for (int64_t k = 0; k < count; ++k) {
@@ -460,8 +450,7 @@ class ShardedStrategy : public Strategy {
       const auto& bucket = model.buckets[b];
       if (bucket.owner != rank) continue;
       const auto count = static_cast<int64_t>(bucket.members.size());
-      const auto flags =
-          flats[b].narrow(0, bucket.numel, count).to(at::kFloat).cpu().contiguous();
+      const auto flags = flats[b].narrow(0, bucket.numel, count).to(at::kFloat).cpu().contiguous();
       const float* reached_by = flags.data_ptr<float>();
       int64_t offset = 0;
       for (int64_t k = 0; k < count; ++k) {
@@ -506,8 +495,7 @@ class ShardedStrategy : public Strategy {
   std::vector<std::string> gather_to_rank_zero(const std::string& bytes) {
     const int world = context_.world_size;
     const auto on_device = at::TensorOptions().device(context_.device);
-    std::vector<at::Tensor> size{
-        at::full({1}, static_cast<int64_t>(bytes.size()), on_device.dtype(at::kLong))};
+    std::vector<at::Tensor> size{at::full({1}, static_cast<int64_t>(bytes.size()), on_device.dtype(at::kLong))};
     std::vector<std::vector<at::Tensor>> sizes(1);
     for (int r = 0; r < world; ++r) sizes[0].push_back(at::empty_like(size[0]));
     context_.group->allgather(sizes, size)->wait();
@@ -537,11 +525,11 @@ class ShardedStrategy : public Strategy {
   }
 };
 
-} // namespace
+}  // namespace
 
 std::unique_ptr<Strategy> make_sharded_strategy(const StrategyContext& context, int stage) {
   return std::make_unique<ShardedStrategy>(context, stage);
 }
 
-} // namespace detail
-} // namespace fabric
+}  // namespace detail
+}  // namespace fabric

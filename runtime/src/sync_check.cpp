@@ -21,8 +21,8 @@ int64_t hash_of(const at::Tensor& tensor) {
   const auto* bytes = static_cast<const unsigned char*>(cpu.data_ptr());
   const size_t size = static_cast<size_t>(cpu.numel()) * cpu.element_size();
   constexpr uint64_t kPrime = 0x100000001b3ULL;
-  uint64_t hash = 0xcbf29ce484222325ULL ^ (static_cast<uint64_t>(cpu.scalar_type()) << 56) ^
-                  static_cast<uint64_t>(cpu.numel());
+  uint64_t hash =
+      0xcbf29ce484222325ULL ^ (static_cast<uint64_t>(cpu.scalar_type()) << 56) ^ static_cast<uint64_t>(cpu.numel());
   size_t at = 0;
   for (; at + 8 <= size; at += 8) {
     uint64_t word;
@@ -41,7 +41,7 @@ std::string rank_list(const std::vector<int>& ranks) {
   return text;
 }
 
-} // namespace
+}  // namespace
 
 bool SyncCheck::requested() {
   const char* value = std::getenv("FABRIC_CHECK_SYNC");
@@ -74,12 +74,10 @@ std::string SyncCheck::after_step(const std::vector<Parameter>& parameters, int 
   for (int rank = 0; rank < static_cast<int>(per_rank.size()); ++rank) {
     if (per_rank[static_cast<size_t>(rank)].numel() != hashes.numel()) {
       failed_ = true;
-      return std::string(
-          "fabric: sync check (FABRIC_CHECK_SYNC) failed " + step + ": rank " +
-          std::to_string(rank) + " compared " +
-          std::to_string(per_rank[static_cast<size_t>(rank)].numel()) +
-          " parameter tensors, rank 0 " + std::to_string(per_rank.front().numel()) +
-          ": the ranks step different optimizers or set up different models.");
+      return std::string("fabric: sync check (FABRIC_CHECK_SYNC) failed " + step + ": rank " + std::to_string(rank) +
+                         " compared " + std::to_string(per_rank[static_cast<size_t>(rank)].numel()) +
+                         " parameter tensors, rank 0 " + std::to_string(per_rank.front().numel()) +
+                         ": the ranks step different optimizers or set up different models.");
     }
   }
   std::vector<std::string> differing;
@@ -98,8 +96,13 @@ std::string SyncCheck::after_step(const std::vector<Parameter>& parameters, int 
     if (first_detail.empty()) {
       for (size_t g = 0; g < order.size(); ++g) {
         const auto& ranks = holders[order[g]];
-        first_detail += (g == 0 ? "" : g + 1 == order.size() ? " and " : ", ") + rank_list(ranks) +
-                        (g > 0 ? " another" : ranks.size() == 1 ? " holds one value" : " hold one value");
+        first_detail += (g == 0                  ? ""
+                         : g + 1 == order.size() ? " and "
+                                                 : ", ") +
+                        rank_list(ranks) +
+                        (g > 0               ? " another"
+                         : ranks.size() == 1 ? " holds one value"
+                                             : " hold one value");
       }
     }
   }
@@ -111,16 +114,15 @@ std::string SyncCheck::after_step(const std::vector<Parameter>& parameters, int 
     for (size_t i = 1; i < differing.size() && i < 6; ++i) others += " " + differing[i];
     others += differing.size() > 6 ? " ...)" : ")";
   }
-  return "fabric: sync check (FABRIC_CHECK_SYNC) failed " + step + ": parameter " +
-         differing.front() + " differs between ranks: " + first_detail + others + "." + cause;
+  return "fabric: sync check (FABRIC_CHECK_SYNC) failed " + step + ": parameter " + differing.front() +
+         " differs between ranks: " + first_detail + others + "." + cause;
 }
 
 std::string SyncCheck::summary(int world_size) const {
   if (failed_) return {};
-  return "fabric: sync check passed: " + std::to_string(steps_) + " steps, " +
-         std::to_string(compared_.size()) + " parameter tensors identical on " +
-         std::to_string(world_size) + " ranks";
+  return "fabric: sync check passed: " + std::to_string(steps_) + " steps, " + std::to_string(compared_.size()) +
+         " parameter tensors identical on " + std::to_string(world_size) + " ranks";
 }
 
-} // namespace detail
-} // namespace fabric
+}  // namespace detail
+}  // namespace fabric

@@ -40,8 +40,7 @@ class SyncCheck {
   // empty) it only counts. Returns, on every rank, the message that ends
   // the job when the ranks hold different values (or different numbers of
   // parameters); empty when they agree.
-  std::string after_step(const std::vector<Parameter>& parameters, int world_size,
-                         const AllGather& all_gather);
+  std::string after_step(const std::vector<Parameter>& parameters, int world_size, const AllGather& all_gather);
   // The line rank 0 prints at the end; empty after a failed check.
   std::string summary(int world_size) const;
 
@@ -52,5 +51,5 @@ class SyncCheck {
   bool failed_ = false;
 };
 
-} // namespace detail
-} // namespace fabric
+}  // namespace detail
+}  // namespace fabric

@@ -39,9 +39,7 @@ std::ofstream rank_zero_ofstream(const std::string& path, std::ios::openmode mod
   return detail::open_rank_zero_ofstream(detail::global_zero_from_environment(), path, mode);
 }
 
-void Fabric::log(const std::string& name, double value, int64_t step) {
-  log_dict(Metrics{{name, value}}, step);
-}
+void Fabric::log(const std::string& name, double value, int64_t step) { log_dict(Metrics{{name, value}}, step); }
 
 void Fabric::log_dict(const Metrics& metrics, int64_t step) {
   const int64_t call = state_->log_calls++;
@@ -51,9 +49,7 @@ void Fabric::log_dict(const Metrics& metrics, int64_t step) {
   }
 }
 
-const std::vector<std::shared_ptr<Logger>>& Fabric::loggers() const {
-  return state_->options.loggers();
-}
+const std::vector<std::shared_ptr<Logger>>& Fabric::loggers() const { return state_->options.loggers(); }
 
 // ---- training utilities ------------------------------------------------------
 
@@ -66,8 +62,7 @@ detail::FabricState* Fabric::checked_state_for_no_sync(const torch::nn::Module* 
   return state_.get();
 }
 
-NoBackwardSync::NoBackwardSync(detail::FabricState* state, const torch::nn::Module* module,
-                               bool enabled)
+NoBackwardSync::NoBackwardSync(detail::FabricState* state, const torch::nn::Module* module, bool enabled)
     : state_(state), module_(module), enabled_(enabled) {
   if (enabled_) ++state_->find_model(module_)->no_sync_depth;
 }
@@ -79,14 +74,11 @@ NoBackwardSync::~NoBackwardSync() {
   if (auto* model = state_->find_model(module_)) --model->no_sync_depth;
 }
 
-torch::Tensor Fabric::clip_module_gradients(torch::nn::Module& module,
-                                            torch::optim::Optimizer& /*optimizer*/,
-                                            c10::optional<double> clip_val,
-                                            c10::optional<double> max_norm, double norm_type,
-                                            bool error_if_nonfinite) {
+torch::Tensor Fabric::clip_module_gradients(torch::nn::Module& module, torch::optim::Optimizer& /*optimizer*/,
+                                            c10::optional<double> clip_val, c10::optional<double> max_norm,
+                                            double norm_type, bool error_if_nonfinite) {
   if (clip_val.has_value() == max_norm.has_value()) {
-    throw std::invalid_argument(
-        "fabric::clip_gradients: pass exactly one of clip_val and max_norm");
+    throw std::invalid_argument("fabric::clip_gradients: pass exactly one of clip_val and max_norm");
   }
   std::vector<torch::Tensor> gradients;
   for (const auto& parameter : module.parameters()) {
@@ -108,8 +100,8 @@ torch::Tensor Fabric::clip_module_gradients(torch::nn::Module& module,
   if (!sharded) {
     total = std::isinf(norm_type) ? torch::stack(norms).max() : torch::stack(norms).norm(norm_type);
   } else if (std::isinf(norm_type)) {
-    const auto local = norms.empty() ? torch::zeros({}, torch::TensorOptions().device(state_->device))
-                                     : torch::stack(norms).max();
+    const auto local =
+        norms.empty() ? torch::zeros({}, torch::TensorOptions().device(state_->device)) : torch::stack(norms).max();
     total = all_reduce(local, ReduceOp::Max);
   } else {
     const auto local = norms.empty() ? torch::zeros({}, torch::TensorOptions().device(state_->device))
@@ -118,8 +110,7 @@ torch::Tensor Fabric::clip_module_gradients(torch::nn::Module& module,
   }
   if (error_if_nonfinite && !std::isfinite(total.item<double>())) {
     throw std::runtime_error("fabric::clip_gradients: the total norm of the gradients is " +
-                             std::to_string(total.item<double>()) +
-                             "; pass error_if_nonfinite = false to clip anyway");
+                             std::to_string(total.item<double>()) + "; pass error_if_nonfinite = false to clip anyway");
   }
   if (max_norm) {
     // As torch.nn.utils.clip_grad_norm_: scaled only when above max_norm.
@@ -167,7 +158,7 @@ struct DefaultGeneratorAtLoad {
 };
 const DefaultGeneratorAtLoad default_generator_at_load;
 
-} // namespace
+}  // namespace
 
 void agree_on_default_generator(c10d::Store& store, int rank, std::chrono::milliseconds timeout) {
   at::Generator generator = at::detail::getDefaultCPUGenerator();
@@ -203,7 +194,7 @@ void agree_on_default_generator(c10d::Store& store, int rank, std::chrono::milli
   }
 }
 
-} // namespace detail
+}  // namespace detail
 
 uint64_t seed_everything(uint64_t seed) {
   torch::manual_seed(seed);  // also every CUDA device's generator
@@ -212,5 +203,4 @@ uint64_t seed_everything(uint64_t seed) {
   return seed;
 }
 
-
-} // namespace fabric
+}  // namespace fabric

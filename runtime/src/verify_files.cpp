@@ -31,7 +31,8 @@ void note(const char* path) {
   if (absolute == log) return;
   const std::string line = std::to_string(::getpid()) + "\t" + absolute + "\n";
   // The raw system call: going through open() would come back here.
-  const int fd = static_cast<int>(::syscall(SYS_openat, AT_FDCWD, log, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644));
+  const int fd =
+      static_cast<int>(::syscall(SYS_openat, AT_FDCWD, log, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644));
   if (fd < 0) return;
   ssize_t ignored = ::write(fd, line.data(), line.size());
   (void)ignored;
@@ -57,28 +58,28 @@ mode_t mode_argument(int flags, va_list arguments) {
 
 extern "C" {
 
-#define FABRIC_OPEN(name)                                                   \
-  int name(const char* path, int flags, ...) {                              \
-    va_list arguments;                                                      \
-    va_start(arguments, flags);                                             \
-    const mode_t mode = mode_argument(flags, arguments);                    \
-    va_end(arguments);                                                      \
-    static auto real = next<int (*)(const char*, int, ...)>(#name);         \
-    if (writes(flags)) note(path);                                          \
-    return real(path, flags, mode);                                         \
+#define FABRIC_OPEN(name)                                           \
+  int name(const char* path, int flags, ...) {                      \
+    va_list arguments;                                              \
+    va_start(arguments, flags);                                     \
+    const mode_t mode = mode_argument(flags, arguments);            \
+    va_end(arguments);                                              \
+    static auto real = next<int (*)(const char*, int, ...)>(#name); \
+    if (writes(flags)) note(path);                                  \
+    return real(path, flags, mode);                                 \
   }
 FABRIC_OPEN(open)
 FABRIC_OPEN(open64)
 
-#define FABRIC_OPENAT(name)                                                 \
-  int name(int directory, const char* path, int flags, ...) {               \
-    va_list arguments;                                                      \
-    va_start(arguments, flags);                                             \
-    const mode_t mode = mode_argument(flags, arguments);                    \
-    va_end(arguments);                                                      \
-    static auto real = next<int (*)(int, const char*, int, ...)>(#name);    \
+#define FABRIC_OPENAT(name)                                                               \
+  int name(int directory, const char* path, int flags, ...) {                             \
+    va_list arguments;                                                                    \
+    va_start(arguments, flags);                                                           \
+    const mode_t mode = mode_argument(flags, arguments);                                  \
+    va_end(arguments);                                                                    \
+    static auto real = next<int (*)(int, const char*, int, ...)>(#name);                  \
     if (writes(flags) && (directory == AT_FDCWD || (path && path[0] == '/'))) note(path); \
-    return real(directory, path, flags, mode);                              \
+    return real(directory, path, flags, mode);                                            \
   }
 FABRIC_OPENAT(openat)
 FABRIC_OPENAT(openat64)

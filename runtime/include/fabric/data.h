@@ -63,9 +63,7 @@ class SharedSampler final : public torch::data::samplers::Sampler<BatchRequest> 
     }
     sampler_->reset(new_size);
   }
-  c10::optional<BatchRequest> next(size_t batch_size) override {
-    return sampler_->next(batch_size);
-  }
+  c10::optional<BatchRequest> next(size_t batch_size) override { return sampler_->next(batch_size); }
   void save(torch::serialize::OutputArchive& archive) const override { sampler_->save(archive); }
   void load(torch::serialize::InputArchive& archive) override { sampler_->load(archive); }
 
@@ -95,8 +93,7 @@ using BackwardPassCounter = std::shared_ptr<const std::atomic<uint64_t>>;
 // some ranks, and a rank may get one batch fewer.
 class ShardSampler final : public torch::data::samplers::DistributedSampler<> {
  public:
-  ShardSampler(size_t size, size_t num_replicas, size_t rank, bool shuffle,
-               BackwardPassCounter backward_passes)
+  ShardSampler(size_t size, size_t num_replicas, size_t rank, bool shuffle, BackwardPassCounter backward_passes)
       : DistributedSampler<>(size, num_replicas, rank, /*allow_duplicates=*/true),
         shuffle_(shuffle),
         backward_passes_(std::move(backward_passes)) {
@@ -216,8 +213,8 @@ std::shared_ptr<torch::data::samplers::DistributedSampler<>> make_distributed_sa
 // Loads `saved` (what sampler.save wrote) into `sampler` and moves it to
 // `position` within its pass: the samples the program had been handed when
 // it saved, whatever the loader's workers had fetched ahead.
-inline void restore_sampler(torch::data::samplers::Sampler<>& sampler,
-                            torch::serialize::InputArchive& saved, size_t position) {
+inline void restore_sampler(torch::data::samplers::Sampler<>& sampler, torch::serialize::InputArchive& saved,
+                            size_t position) {
   namespace samplers = torch::data::samplers;
   if (auto* shard = dynamic_cast<ShardSampler*>(&sampler)) {
     shard->load(saved);
@@ -245,7 +242,7 @@ inline void restore_sampler(torch::data::samplers::Sampler<>& sampler,
   sampler.load(reread);
 }
 
-} // namespace detail
+}  // namespace detail
 
 template <class Dataset, class BatchRequest = std::vector<size_t>>
 class DataLoader final : public detail::StatefulEntry {
@@ -254,8 +251,7 @@ class DataLoader final : public detail::StatefulEntry {
   using BatchRequestType = BatchRequest;
   using SamplerType = torch::data::samplers::Sampler<BatchRequest>;
   using DistributedSamplerType = torch::data::samplers::DistributedSampler<BatchRequest>;
-  using InnerLoader =
-      torch::data::StatelessDataLoader<Dataset, detail::SharedSampler<BatchRequest>>;
+  using InnerLoader = torch::data::StatelessDataLoader<Dataset, detail::SharedSampler<BatchRequest>>;
 
   // An input iterator like torch::data::Iterator; dereferencing moves the
   // current batch to the device (once).
@@ -298,14 +294,13 @@ class DataLoader final : public detail::StatefulEntry {
   // `distributed_sampler` is `sampler` seen as a distributed sampler, or null
   // when the job has one process.
   DataLoader(Dataset dataset, std::shared_ptr<SamplerType> sampler,
-             std::shared_ptr<DistributedSamplerType> distributed_sampler,
-             torch::data::DataLoaderOptions options, torch::Device device)
+             std::shared_ptr<DistributedSamplerType> distributed_sampler, torch::data::DataLoaderOptions options,
+             torch::Device device)
       : sampler_(std::move(sampler)),
         distributed_sampler_(std::move(distributed_sampler)),
         device_(device),
-        loader_(std::make_unique<InnerLoader>(std::move(dataset),
-                                              detail::SharedSampler<BatchRequest>(sampler_, restore_),
-                                              std::move(options))) {}
+        loader_(std::make_unique<InnerLoader>(
+            std::move(dataset), detail::SharedSampler<BatchRequest>(sampler_, restore_), std::move(options))) {}
 
   // Starts a pass (an epoch) over this rank's share of the data; after
   // fabric.load of a State holding this loader, continues the pass it was
@@ -324,9 +319,7 @@ class DataLoader final : public detail::StatefulEntry {
   Iterator end() { return Iterator(loader_->end(), device_); }
 
   void join() { loader_->join(); }
-  const torch::data::FullDataLoaderOptions& options() const noexcept {
-    return loader_->options();
-  }
+  const torch::data::FullDataLoaderOptions& options() const noexcept { return loader_->options(); }
   // Number of passes started so far.
   size_t epoch() const noexcept { return epoch_; }
   // Batches handed to the program in the current pass.
@@ -379,4 +372,4 @@ class DataLoader final : public detail::StatefulEntry {
   std::unique_ptr<InnerLoader> loader_;
 };
 
-} // namespace fabric
+}  // namespace fabric

@@ -70,14 +70,13 @@ struct is_module_pointer<std::shared_ptr<M>> : std::is_base_of<torch::nn::Module
 // torch::nn::Module), not through a ModuleHolder or a pointer.
 template <class T>
 struct is_plain_module
-    : std::integral_constant<bool, std::is_base_of<torch::nn::Module, T>::value &&
-                                       !is_module_holder<T>::value> {};
+    : std::integral_constant<bool, std::is_base_of<torch::nn::Module, T>::value && !is_module_holder<T>::value> {};
 // Points at a module the program owns (held by value), without owning it:
 // no control block, so nothing Fabric keeps extends or ends its life.
 inline std::shared_ptr<torch::nn::Module> borrow_module(torch::nn::Module& module) {
   return std::shared_ptr<torch::nn::Module>(std::shared_ptr<torch::nn::Module>(), &module);
 }
-} // namespace detail
+}  // namespace detail
 
 // What fabric.load (every overload) and fabric.save throw when a checkpoint
 // cannot be read or written. LibTorch's torch::load/torch::save throw
@@ -103,10 +102,9 @@ struct RandomState {};
 
 class StateEntry {
  public:
-  using Target = std::variant<std::shared_ptr<torch::nn::Module>, torch::optim::Optimizer*,
-                              torch::Tensor*, int64_t*, int32_t*, double*, float*, bool*,
-                              std::string*, torch::optim::LRScheduler*, detail::StatefulEntry*,
-                              RandomState>;
+  using Target = std::variant<std::shared_ptr<torch::nn::Module>, torch::optim::Optimizer*, torch::Tensor*, int64_t*,
+                              int32_t*, double*, float*, bool*, std::string*, torch::optim::LRScheduler*,
+                              detail::StatefulEntry*, RandomState>;
 
   template <class M>
   StateEntry(std::string name, torch::nn::ModuleHolder<M>& module)
@@ -116,10 +114,8 @@ class StateEntry {
       : name_(std::move(name)), target_(std::shared_ptr<torch::nn::Module>(module)) {}
   // A module held by value; the State refers to it, as to the other entries.
   template <class M, std::enable_if_t<detail::is_plain_module<M>::value, int> = 0>
-  StateEntry(std::string name, M& module)
-      : name_(std::move(name)), target_(detail::borrow_module(module)) {}
-  StateEntry(std::string name, torch::optim::Optimizer& optimizer)
-      : name_(std::move(name)), target_(&optimizer) {}
+  StateEntry(std::string name, M& module) : name_(std::move(name)), target_(detail::borrow_module(module)) {}
+  StateEntry(std::string name, torch::optim::Optimizer& optimizer) : name_(std::move(name)), target_(&optimizer) {}
   StateEntry(std::string name, torch::Tensor& tensor) : name_(std::move(name)), target_(&tensor) {}
   StateEntry(std::string name, int64_t& value) : name_(std::move(name)), target_(&value) {}
   StateEntry(std::string name, int32_t& value) : name_(std::move(name)), target_(&value) {}
@@ -129,8 +125,7 @@ class StateEntry {
   StateEntry(std::string name, std::string& value) : name_(std::move(name)), target_(&value) {}
   // A learning-rate schedule (StepLR...): how many steps it has taken. The
   // learning rates themselves are the optimizer's, saved with it.
-  StateEntry(std::string name, torch::optim::LRScheduler& scheduler)
-      : name_(std::move(name)), target_(&scheduler) {}
+  StateEntry(std::string name, torch::optim::LRScheduler& scheduler) : name_(std::move(name)), target_(&scheduler) {}
   // A fabric::DataLoader (`*loader`): its epoch and its place in it; the
   // next pass after fabric.load continues the saved one.
   StateEntry(std::string name, detail::StatefulEntry& object) : name_(std::move(name)), target_(&object) {}
@@ -168,11 +163,10 @@ class Fabric;
 namespace detail {
 // `path` opened with `mode` on global rank 0; elsewhere a stream on
 // /dev/null, which accepts every write and keeps nothing.
-inline std::ofstream open_rank_zero_ofstream(bool global_zero, const std::string& path,
-                                             std::ios::openmode mode) {
+inline std::ofstream open_rank_zero_ofstream(bool global_zero, const std::string& path, std::ios::openmode mode) {
   return std::ofstream(global_zero ? path : std::string("/dev/null"), mode);
 }
-} // namespace detail
+}  // namespace detail
 
 // Fabric::rank_zero_ofstream without a Fabric, for code that has none at
 // hand: a logger class of the program's own whose std::ofstream member is
@@ -307,8 +301,7 @@ class Fabric {
   // the model may be destroyed before the Fabric, as it is when the Fabric
   // is declared first in main. Optimizers may be passed through a pointer to
   // the base class: fabric.setup(model, *optimizer).
-  template <class M, class... Optimizers,
-            std::enable_if_t<detail::is_plain_module<M>::value, int> = 0>
+  template <class M, class... Optimizers, std::enable_if_t<detail::is_plain_module<M>::value, int> = 0>
   void setup(M& model, Optimizers&... optimizers) {
     setup_module(static_cast<torch::nn::Module&>(model));
     (setup_optimizer(optimizers), ...);
@@ -364,8 +357,7 @@ class Fabric {
   void step(torch::optim::Optimizer& optimizer);
   // optimizer.step(closure); returns the closure's loss. The closure calls
   // fabric.backward(). Sharded strategies call it once before stepping.
-  torch::Tensor step(torch::optim::Optimizer& optimizer,
-                     torch::optim::Optimizer::LossClosure closure);
+  torch::Tensor step(torch::optim::Optimizer& optimizer, torch::optim::Optimizer::LossClosure closure);
 
   // Replaces torch::data::make_data_loader<Sampler>(dataset, options). With
   // several processes the sampler becomes its distributed version (each rank
@@ -375,8 +367,7 @@ class Fabric {
   auto setup_dataloader(Dataset dataset, torch::data::DataLoaderOptions options);
   template <class Sampler = torch::data::samplers::RandomSampler, class Dataset>
   auto setup_dataloader(Dataset dataset, size_t batch_size) {
-    return setup_dataloader<Sampler>(std::move(dataset),
-                                     torch::data::DataLoaderOptions(batch_size));
+    return setup_dataloader<Sampler>(std::move(dataset), torch::data::DataLoaderOptions(batch_size));
   }
 
   // For a DataLoader class of the program's own (see index_sampler.h): this
@@ -385,8 +376,8 @@ class Fabric {
   //   indices_ = sampler.indices(epoch);
   DistributedIndexSampler index_sampler(size_t dataset_size,
                                         IndexSamplerOptions options = IndexSamplerOptions()) const {
-    return DistributedIndexSampler(dataset_size, static_cast<size_t>(world_size()),
-                                   static_cast<size_t>(global_rank()), options);
+    return DistributedIndexSampler(dataset_size, static_cast<size_t>(world_size()), static_cast<size_t>(global_rank()),
+                                   options);
   }
   // For a program that shuffles its index vector itself, with its own
   // generator (seeded alike or not on every rank): rank 0's order is
@@ -407,8 +398,8 @@ class Fabric {
     order.reserve(indices.size());
     for (const Index index : indices) order.push_back(static_cast<int64_t>(index));
     order = broadcast_shard_order(std::move(order));
-    const std::vector<int64_t> mine = strided_shard(
-        order, static_cast<size_t>(world_size()), static_cast<size_t>(global_rank()), pad);
+    const std::vector<int64_t> mine =
+        strided_shard(order, static_cast<size_t>(world_size()), static_cast<size_t>(global_rank()), pad);
     std::vector<Index> result;
     result.reserve(mine.size());
     for (const int64_t index : mine) result.push_back(static_cast<Index>(index));
@@ -437,8 +428,7 @@ class Fabric {
   // `std::ofstream log(fabric.rank_zero_ofstream(path))`. Where no Fabric is
   // at hand (a logger class of the program's own), the free function
   // fabric::rank_zero_ofstream(path, mode) does the same.
-  std::ofstream rank_zero_ofstream(const std::string& path,
-                                   std::ios::openmode mode = std::ios::out) const {
+  std::ofstream rank_zero_ofstream(const std::string& path, std::ios::openmode mode = std::ios::out) const {
     return detail::open_rank_zero_ofstream(is_global_zero(), path, mode);
   }
 
@@ -474,12 +464,11 @@ class Fabric {
         const int64_t result = all_reduce_integer(static_cast<int64_t>(value), op);
         const bool fits =
             std::is_signed<T>::value
-                ? (sizeof(T) >= sizeof(int64_t) ||
-                   (result >= static_cast<int64_t>(std::numeric_limits<T>::min()) &&
-                    result <= static_cast<int64_t>(std::numeric_limits<T>::max())))
-                : (result >= 0 && (sizeof(T) >= sizeof(int64_t) ||
-                                   static_cast<uint64_t>(result) <=
-                                       static_cast<uint64_t>(std::numeric_limits<T>::max())));
+                ? (sizeof(T) >= sizeof(int64_t) || (result >= static_cast<int64_t>(std::numeric_limits<T>::min()) &&
+                                                    result <= static_cast<int64_t>(std::numeric_limits<T>::max())))
+                : (result >= 0 &&
+                   (sizeof(T) >= sizeof(int64_t) ||
+                    static_cast<uint64_t>(result) <= static_cast<uint64_t>(std::numeric_limits<T>::max())));
         if (!fits) throw_integer_overflow("the result does not fit the type");
         return static_cast<T>(result);
       }
@@ -544,9 +533,7 @@ class Fabric {
     } else if constexpr (std::is_base_of<torch::optim::Optimizer, T>::value) {
       load_optimizer_file(path, value);  // then keeps only this rank's shard
     } else {
-      load_other_file(path, [&value, this](const std::string& file) {
-        torch::load(value, file, device());
-      });
+      load_other_file(path, [&value, this](const std::string& file) { torch::load(value, file, device()); });
     }
   }
 
@@ -586,8 +573,7 @@ class Fabric {
   // `enabled = false` makes the guard do nothing (the last micro-batch).
   template <class M>
   NoBackwardSync no_backward_sync(torch::nn::ModuleHolder<M>& model, bool enabled = true) {
-    return NoBackwardSync(checked_state_for_no_sync(model.ptr().get()), model.ptr().get(),
-                          enabled);
+    return NoBackwardSync(checked_state_for_no_sync(model.ptr().get()), model.ptr().get(), enabled);
   }
   template <class M>
   NoBackwardSync no_backward_sync(std::shared_ptr<M>& model, bool enabled = true) {
@@ -614,29 +600,25 @@ class Fabric {
   // "zero2" (each rank holds its own parameters' gradients) the norm
   // combines the ranks' partial norms: every rank must call it.
   template <class M>
-  torch::Tensor clip_gradients(torch::nn::ModuleHolder<M>& model,
-                               torch::optim::Optimizer& optimizer,
+  torch::Tensor clip_gradients(torch::nn::ModuleHolder<M>& model, torch::optim::Optimizer& optimizer,
                                c10::optional<double> clip_val = c10::nullopt,
-                               c10::optional<double> max_norm = c10::nullopt,
-                               double norm_type = 2.0, bool error_if_nonfinite = true) {
-    return clip_module_gradients(*model.ptr(), optimizer, clip_val, max_norm, norm_type,
-                                 error_if_nonfinite);
+                               c10::optional<double> max_norm = c10::nullopt, double norm_type = 2.0,
+                               bool error_if_nonfinite = true) {
+    return clip_module_gradients(*model.ptr(), optimizer, clip_val, max_norm, norm_type, error_if_nonfinite);
   }
   template <class M>
   torch::Tensor clip_gradients(std::shared_ptr<M>& model, torch::optim::Optimizer& optimizer,
                                c10::optional<double> clip_val = c10::nullopt,
-                               c10::optional<double> max_norm = c10::nullopt,
-                               double norm_type = 2.0, bool error_if_nonfinite = true) {
-    return clip_module_gradients(*model, optimizer, clip_val, max_norm, norm_type,
-                                 error_if_nonfinite);
+                               c10::optional<double> max_norm = c10::nullopt, double norm_type = 2.0,
+                               bool error_if_nonfinite = true) {
+    return clip_module_gradients(*model, optimizer, clip_val, max_norm, norm_type, error_if_nonfinite);
   }
   template <class M, std::enable_if_t<detail::is_plain_module<M>::value, int> = 0>
   torch::Tensor clip_gradients(M& model, torch::optim::Optimizer& optimizer,
                                c10::optional<double> clip_val = c10::nullopt,
-                               c10::optional<double> max_norm = c10::nullopt,
-                               double norm_type = 2.0, bool error_if_nonfinite = true) {
-    return clip_module_gradients(model, optimizer, clip_val, max_norm, norm_type,
-                                 error_if_nonfinite);
+                               c10::optional<double> max_norm = c10::nullopt, double norm_type = 2.0,
+                               bool error_if_nonfinite = true) {
+    return clip_module_gradients(model, optimizer, clip_val, max_norm, norm_type, error_if_nonfinite);
   }
 
   // Mixed precision around the forward pass and the loss (C++ has no hook
@@ -693,8 +675,7 @@ class Fabric {
   // Counts this process's backward passes, for the loaders' samplers.
   detail::BackwardPassCounter backward_pass_counter() const;
   torch::Tensor clip_module_gradients(torch::nn::Module& module, torch::optim::Optimizer& optimizer,
-                                      c10::optional<double> clip_val,
-                                      c10::optional<double> max_norm, double norm_type,
+                                      c10::optional<double> clip_val, c10::optional<double> max_norm, double norm_type,
                                       bool error_if_nonfinite);
 
   std::unique_ptr<detail::FabricState> state_;
@@ -702,8 +683,7 @@ class Fabric {
 
 template <class Sampler, class Dataset>
 auto Fabric::setup_dataloader(Dataset dataset, torch::data::DataLoaderOptions options) {
-  static_assert(!Dataset::is_stateful,
-                "fabric::setup_dataloader: stateful datasets are not supported yet");
+  static_assert(!Dataset::is_stateful, "fabric::setup_dataloader: stateful datasets are not supported yet");
   using BatchRequest = typename Sampler::BatchRequestType;
   static_assert(std::is_base_of<torch::data::samplers::Sampler<BatchRequest>, Sampler>::value,
                 "fabric::setup_dataloader: Sampler must derive from "
@@ -714,8 +694,7 @@ auto Fabric::setup_dataloader(Dataset dataset, torch::data::DataLoaderOptions op
   using Loader = DataLoader<Dataset, BatchRequest>;
 
   const c10::optional<size_t> size = dataset.size();
-  TORCH_CHECK(size.has_value(),
-              "fabric::setup_dataloader: the dataset must have a size to build a sampler");
+  TORCH_CHECK(size.has_value(), "fabric::setup_dataloader: the dataset must have a size to build a sampler");
   std::shared_ptr<typename Loader::SamplerType> sampler;
   std::shared_ptr<typename Loader::DistributedSamplerType> distributed_sampler;
   if (world_size() == 1) {
@@ -728,18 +707,19 @@ auto Fabric::setup_dataloader(Dataset dataset, torch::data::DataLoaderOptions op
     // generator what the unmigrated program draws here (RandomSampler's
     // first permutation): what the program draws next (the model's initial
     // weights, a test set) is then the same as in the original run.
-    { Sampler draws_as_the_original_does(*size); }
+    {
+      Sampler draws_as_the_original_does(*size);
+    }
     distributed_sampler = detail::make_distributed_sampler<Sampler>(
-        *size, static_cast<size_t>(world_size()), static_cast<size_t>(global_rank()),
-        backward_pass_counter());
+        *size, static_cast<size_t>(world_size()), static_cast<size_t>(global_rank()), backward_pass_counter());
     sampler = distributed_sampler;
   } else {
     throw std::invalid_argument(
         "fabric::setup_dataloader: a sampler with a custom batch request type "
         "cannot be sharded across processes");
   }
-  return std::make_unique<Loader>(std::move(dataset), std::move(sampler),
-                                  std::move(distributed_sampler), std::move(options), device());
+  return std::make_unique<Loader>(std::move(dataset), std::move(sampler), std::move(distributed_sampler),
+                                  std::move(options), device());
 }
 
-} // namespace fabric
+}  // namespace fabric

@@ -73,8 +73,7 @@ class IndexSamplerOptions {
 // cover `order` exactly once. Throws std::invalid_argument when num_replicas
 // is 0 or rank >= num_replicas.
 template <class T>
-std::vector<T> strided_shard(const std::vector<T>& order, size_t num_replicas, size_t rank,
-                             bool pad = true);
+std::vector<T> strided_shard(const std::vector<T>& order, size_t num_replicas, size_t rank, bool pad = true);
 
 class DistributedIndexSampler {
  public:
@@ -129,9 +128,8 @@ class DistributedIndexSampler {
                                   "(the world size), at least 1");
     }
     if (rank >= num_replicas) {
-      throw std::invalid_argument(std::string(who) + ": rank " + std::to_string(rank) +
-                                  " is not below num_replicas " + std::to_string(num_replicas) +
-                                  "; ranks are 0.." + std::to_string(num_replicas - 1));
+      throw std::invalid_argument(std::string(who) + ": rank " + std::to_string(rank) + " is not below num_replicas " +
+                                  std::to_string(num_replicas) + "; ranks are 0.." + std::to_string(num_replicas - 1));
     }
   }
 
@@ -153,8 +151,7 @@ class DistributedIndexSampler {
 };
 
 template <class T>
-std::vector<T> strided_shard(const std::vector<T>& order, size_t num_replicas, size_t rank,
-                             bool pad) {
+std::vector<T> strided_shard(const std::vector<T>& order, size_t num_replicas, size_t rank, bool pad) {
   DistributedIndexSampler::check_rank(num_replicas, rank, "fabric::strided_shard");
   const size_t size = order.size();
   // With pad, position p >= size stands for order[p % size] (PyTorch
@@ -168,4 +165,4 @@ std::vector<T> strided_shard(const std::vector<T>& order, size_t num_replicas, s
   return shard;
 }
 
-} // namespace fabric
+}  // namespace fabric

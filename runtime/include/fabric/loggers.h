@@ -91,6 +91,6 @@ namespace detail {
 // CRC-32C (Castagnoli) and TensorFlow's mask of it; exposed for the tests.
 uint32_t crc32c(const void* data, size_t size);
 uint32_t masked_crc32c(const void* data, size_t size);
-} // namespace detail
+}  // namespace detail
 
-} // namespace fabric
+}  // namespace fabric

@@ -138,4 +138,4 @@ class Options {
   GradScalerOptions grad_scaler_;
 };
 
-} // namespace fabric
+}  // namespace fabric

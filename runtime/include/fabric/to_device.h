@@ -39,17 +39,13 @@ torch::data::Example<Data, Target> to_device(const torch::data::Example<Data, Ta
                                              const torch::Device& device);
 template <class Data>
 torch::data::Example<Data, torch::data::example::NoTarget> to_device(
-    const torch::data::Example<Data, torch::data::example::NoTarget>& example,
-    const torch::Device& device);
+    const torch::data::Example<Data, torch::data::example::NoTarget>& example, const torch::Device& device);
 template <class T, class Allocator>
-std::vector<T, Allocator> to_device(const std::vector<T, Allocator>& values,
-                                    const torch::Device& device);
+std::vector<T, Allocator> to_device(const std::vector<T, Allocator>& values, const torch::Device& device);
 template <class First, class Second>
-std::pair<First, Second> to_device(const std::pair<First, Second>& pair,
-                                   const torch::Device& device);
+std::pair<First, Second> to_device(const std::pair<First, Second>& pair, const torch::Device& device);
 template <class... Elements>
-std::tuple<Elements...> to_device(const std::tuple<Elements...>& tuple,
-                                  const torch::Device& device);
+std::tuple<Elements...> to_device(const std::tuple<Elements...>& tuple, const torch::Device& device);
 template <class T>
 c10::optional<T> to_device(const c10::optional<T>& value, const torch::Device& device);
 // Everything else: values without a device pass through; any other class
@@ -60,7 +56,7 @@ T to_device(const T& value, const torch::Device& device);
 namespace detail {
 template <class T>
 struct always_false : std::false_type {};
-} // namespace detail
+}  // namespace detail
 
 inline torch::Tensor to_device(const torch::Tensor& tensor, const torch::Device& device) {
   // An undefined tensor (an absent target) stays undefined.
@@ -75,15 +71,12 @@ torch::data::Example<Data, Target> to_device(const torch::data::Example<Data, Ta
 
 template <class Data>
 torch::data::Example<Data, torch::data::example::NoTarget> to_device(
-    const torch::data::Example<Data, torch::data::example::NoTarget>& example,
-    const torch::Device& device) {
-  return torch::data::Example<Data, torch::data::example::NoTarget>(
-      to_device(example.data, device));
+    const torch::data::Example<Data, torch::data::example::NoTarget>& example, const torch::Device& device) {
+  return torch::data::Example<Data, torch::data::example::NoTarget>(to_device(example.data, device));
 }
 
 template <class T, class Allocator>
-std::vector<T, Allocator> to_device(const std::vector<T, Allocator>& values,
-                                    const torch::Device& device) {
+std::vector<T, Allocator> to_device(const std::vector<T, Allocator>& values, const torch::Device& device) {
   std::vector<T, Allocator> moved;
   moved.reserve(values.size());
   for (const auto& value : values) moved.push_back(to_device(value, device));
@@ -91,19 +84,14 @@ std::vector<T, Allocator> to_device(const std::vector<T, Allocator>& values,
 }
 
 template <class First, class Second>
-std::pair<First, Second> to_device(const std::pair<First, Second>& pair,
-                                   const torch::Device& device) {
+std::pair<First, Second> to_device(const std::pair<First, Second>& pair, const torch::Device& device) {
   return {to_device(pair.first, device), to_device(pair.second, device)};
 }
 
 template <class... Elements>
-std::tuple<Elements...> to_device(const std::tuple<Elements...>& tuple,
-                                  const torch::Device& device) {
+std::tuple<Elements...> to_device(const std::tuple<Elements...>& tuple, const torch::Device& device) {
   return std::apply(
-      [&device](const auto&... elements) {
-        return std::tuple<Elements...>(to_device(elements, device)...);
-      },
-      tuple);
+      [&device](const auto&... elements) { return std::tuple<Elements...>(to_device(elements, device)...); }, tuple);
 }
 
 template <class T>
@@ -114,8 +102,7 @@ c10::optional<T> to_device(const c10::optional<T>& value, const torch::Device& d
 
 template <class T>
 T to_device(const T& value, const torch::Device& /*device*/) {
-  if constexpr (std::is_arithmetic<T>::value || std::is_enum<T>::value ||
-                std::is_same<T, std::string>::value) {
+  if constexpr (std::is_arithmetic<T>::value || std::is_enum<T>::value || std::is_same<T, std::string>::value) {
     return value;
   } else {
     static_assert(detail::always_false<T>::value,
@@ -132,6 +119,6 @@ template <class T>
 T move_batch_to_device(const T& batch, const torch::Device& device) {
   return to_device(batch, device);
 }
-} // namespace detail
+}  // namespace detail
 
-} // namespace fabric
+}  // namespace fabric

@@ -28,13 +28,11 @@ std::string first_slurm_host(const std::string& nodelist) {
   return entry.substr(0, open) + range.substr(0, range.find_first_of(",-]"));
 }
 
-} // namespace
+}  // namespace
 
 std::optional<ProcessPlacement> slurm_placement() {
-  if (!(integer_variable("SLURM_NTASKS").value_or(1) > 1 &&
-        integer_variable("SLURM_PROCID") &&
-        string_variable("SLURM_JOB_NAME") != "bash" &&
-        string_variable("SLURM_JOB_NAME") != "interactive")) {
+  if (!(integer_variable("SLURM_NTASKS").value_or(1) > 1 && integer_variable("SLURM_PROCID") &&
+        string_variable("SLURM_JOB_NAME") != "bash" && string_variable("SLURM_JOB_NAME") != "interactive")) {
     return std::nullopt;
   }
   ProcessPlacement placement;
@@ -44,17 +42,15 @@ std::optional<ProcessPlacement> slurm_placement() {
   placement.local_rank = static_cast<int>(integer_variable("SLURM_LOCALID").value_or(0));
   placement.node_rank = static_cast<int>(integer_variable("SLURM_NODEID").value_or(0));
   const long nodes = std::max(1L, integer_variable("SLURM_NNODES").value_or(1));
-  placement.local_world_size = static_cast<int>(
-      integer_variable("SLURM_NTASKS_PER_NODE").value_or(placement.world_size / nodes));
-  placement.master_addr =
-      string_variable("MASTER_ADDR", first_slurm_host(string_variable("SLURM_NODELIST")));
+  placement.local_world_size =
+      static_cast<int>(integer_variable("SLURM_NTASKS_PER_NODE").value_or(placement.world_size / nodes));
+  placement.master_addr = string_variable("MASTER_ADDR", first_slurm_host(string_variable("SLURM_NODELIST")));
   const std::string job = string_variable("SLURM_JOB_ID", "0");
-  const int default_port =
-      10000 + std::atoi(job.substr(job.size() > 4 ? job.size() - 4 : 0).c_str());
+  const int default_port = 10000 + std::atoi(job.substr(job.size() > 4 ? job.size() - 4 : 0).c_str());
   placement.master_port = static_cast<int>(integer_variable("MASTER_PORT").value_or(default_port));
   placement.launcher = "slurm";
   return placement;
 }
 
-} // namespace detail
-} // namespace fabric
+}  // namespace detail
+}  // namespace fabric

@@ -20,6 +20,6 @@ class DistAutogradContext {
 
 using ContextPtr = std::shared_ptr<DistAutogradContext>;
 
-} // namespace autograd
-} // namespace distributed
-} // namespace torch
+}  // namespace autograd
+}  // namespace distributed
+}  // namespace torch
