@@ -6,6 +6,7 @@
 
 #include "clang/Tooling/Transformer/RewriteRule.h"
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,18 @@ struct Rule {
 // literals: letters, digits, '-', '_', ',' and '.' only. fabricize and the
 // clang-tidy plugin refuse anything else.
 bool isPlainOptionValue(const std::string& value);
+
+// A value of the emitted Fabric's options that the runtime would refuse:
+// which one ("strategy"), and why, in the runtime's words.
+struct FabricOptionProblem {
+  std::string field;  // accelerator, devices, strategy, precision or num_nodes
+  std::string message;
+};
+
+// Checks `options` against the runtime's own lists of names
+// (runtime/src/options.cpp), so that `--strategy fsdpp` is refused when
+// the code is written, not when it runs. Nothing when all are accepted.
+std::optional<FabricOptionProblem> checkFabricOptions(const FabricOptions& options);
 
 // The whole catalogue, in application order: where two rules insert text at
 // the same place, the earlier rule's text comes first.

@@ -327,6 +327,20 @@ CatalogueCheck::CatalogueCheck(llvm::StringRef name, clang::tidy::ClangTidyConte
     valid = false;
   }
   if (!valid) return;
+  // A name the runtime would refuse when the program runs, refused now in
+  // its words (the valid names, the nearest one).
+  if (std::optional<FabricOptionProblem> problem = checkFabricOptions(options_)) {
+    const std::map<std::string, std::pair<const char*, const std::string*>> optionOf = {
+        {"accelerator", {"Accelerator", &options_.accelerator}},
+        {"devices", {"Devices", &options_.devices}},
+        {"strategy", {"Strategy", &options_.strategy}},
+        {"precision", {"Precision", &options_.precision}},
+        {"num_nodes", {"NumNodes", &options_.num_nodes}}};
+    const auto& [option, value] = optionOf.at(problem->field);
+    configurationDiag("invalid value '%0' for option '%1.%2': %3; check '%1' is disabled", DiagnosticIDs::Error)
+        << *value << name << option << problem->message;
+    return;
+  }
   std::vector<Rule> catalogue = buildCatalogue(options_);
   for (size_t i = 0; i < catalogue.size(); ++i)
     if (catalogue[i].id == name) {

@@ -52,20 +52,27 @@ void CommandLine::list(std::initializer_list<const char*> names, std::string val
       std::move(help));
 }
 
+namespace {
+
+// A non-negative number into `target`, or the message saying what is wrong.
+template <class Number>
+std::string readNumber(const std::string& name, const std::string& value, Number& target) {
+  char* end = nullptr;
+  double parsed = std::strtod(value.c_str(), &end);
+  if (end == value.c_str() || *end != '\0' || !(parsed >= 0) || parsed > 4e9)
+    return name + " takes a non-negative number, got '" + value + "'";
+  target = static_cast<Number>(parsed);
+  return "";
+}
+
+}  // namespace
+
 void CommandLine::number(std::initializer_list<const char*> names, std::string valueName, double& target,
                          std::string help) {
   std::string name = *names.begin();
   option(
       names, std::move(valueName),
-      [&target, name](const std::string& value) {
-        char* end = nullptr;
-        double parsed = std::strtod(value.c_str(), &end);
-        if (end == value.c_str() || *end != '\0' || !(parsed >= 0))
-          return name + " takes a non-negative number, got '" + value + "'";
-        target = parsed;
-        return std::string();
-      },
-      std::move(help));
+      [&target, name](const std::string& value) { return readNumber(name, value, target); }, std::move(help));
 }
 
 void CommandLine::number(std::initializer_list<const char*> names, std::string valueName, unsigned& target,
@@ -73,15 +80,7 @@ void CommandLine::number(std::initializer_list<const char*> names, std::string v
   std::string name = *names.begin();
   option(
       names, std::move(valueName),
-      [&target, name](const std::string& value) {
-        char* end = nullptr;
-        double parsed = std::strtod(value.c_str(), &end);
-        if (end == value.c_str() || *end != '\0' || !(parsed >= 0) || parsed > 4e9)
-          return name + " takes a non-negative number, got '" + value + "'";
-        target = static_cast<unsigned>(parsed);
-        return std::string();
-      },
-      std::move(help));
+      [&target, name](const std::string& value) { return readNumber(name, value, target); }, std::move(help));
 }
 
 void CommandLine::positionals(std::vector<std::string>& target) { positionals_ = &target; }
@@ -147,6 +146,20 @@ CommandLine::Outcome CommandLine::parse(int argc, const char** argv, std::string
     if (!error.empty()) return Outcome::Error;
   }
   return Outcome::Run;
+}
+
+std::optional<int> CommandLine::parseOrFinish(int argc, const char** argv, int helpExitCode,
+                                              const std::function<int(const std::string&)>& fail) {
+  std::string error;
+  switch (parse(argc, argv, error)) {
+    case Outcome::HelpShown:
+      return helpExitCode;
+    case Outcome::Error:
+      return fail(error);
+    case Outcome::Run:
+      break;
+  }
+  return std::nullopt;
 }
 
 std::string CommandLine::help() const {

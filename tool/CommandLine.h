@@ -10,6 +10,7 @@
 #include <functional>
 #include <initializer_list>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -47,6 +48,11 @@ class CommandLine {
   enum class Outcome { Run, HelpShown, Error };
   // On Error, `error` says what was wrong (the caller prints it).
   Outcome parse(int argc, const char** argv, std::string& error);
+  // parse(), and what the subcommand returns when it ends there: after the
+  // help, `helpExitCode`; on an error, what `fail(error)` returns.
+  // Nothing: go on.
+  std::optional<int> parseOrFinish(int argc, const char** argv, int helpExitCode,
+                                   const std::function<int(const std::string&)>& fail);
   std::string help() const;
   const std::string& command() const { return command_; }
 

@@ -11,6 +11,7 @@
 #include "EngineSetup.h"
 #include "FabricInclude.h"
 #include "Findings.h"
+#include "LintReport.h"
 #include "Output.h"
 #include "Pch.h"
 #include "Project.h"
@@ -41,65 +42,6 @@ namespace fabricize {
 namespace {
 
 constexpr int kClean = 0, kFindings = 1, kError = 2;
-
-std::string displayPath(const std::string& path) {
-  llvm::SmallString<256> cwd;
-  if (!llvm::sys::fs::current_path(cwd)) {
-    std::string root = absolutePath(std::string(cwd));
-    if (path.size() > root.size() + 1 && path.compare(0, root.size(), root) == 0 && path[root.size()] == '/')
-      return path.substr(root.size() + 1);
-  }
-  return path;
-}
-
-std::string fileUri(const std::string& path) {
-  std::string display = displayPath(path);
-  if (!display.empty() && display[0] != '/') return display;  // relative: SARIF resolves it against the repo
-  std::string uri = "file://";
-  for (char c : path) {
-    if (std::isalnum(static_cast<unsigned char>(c)) || std::strchr("/-_.~", c)) {
-      uri += c;
-    } else {
-      char hex[4];
-      std::snprintf(hex, sizeof hex, "%%%02X", static_cast<unsigned char>(c));
-      uri += hex;
-    }
-  }
-  return uri;
-}
-
-// GitHub workflow commands: data escapes %, CR, LF; properties also : and ,.
-std::string githubEscape(const std::string& s, bool property) {
-  std::string out;
-  for (char c : s) {
-    if (c == '%')
-      out += "%25";
-    else if (c == '\r')
-      out += "%0D";
-    else if (c == '\n')
-      out += "%0A";
-    else if (property && c == ':')
-      out += "%3A";
-    else if (property && c == ',')
-      out += "%2C";
-    else
-      out += c;
-  }
-  return out;
-}
-
-std::string quoted(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '\n')
-      out += "\\n";
-    else if (c == '"' || c == '\\')
-      out += std::string("\\") + c;
-    else
-      out += c;
-  }
-  return out + "\"";
-}
 
 bool isSourceFile(llvm::StringRef path) {
   llvm::StringRef ext = llvm::sys::path::extension(path);
@@ -140,11 +82,6 @@ bool collectSources(const std::string& path, std::vector<std::string>& out, std:
 const char* kUsage = "usage: fabricize lint <files or directories...> [options] [-- <compiler flags>]\n";
 const char* kExitCodes = "Exit: 0 clean, 1 findings, 2 something could not be analysed.\n";
 
-struct Reported {
-  LintFinding finding;
-  bool fixed = false;
-};
-
 }  // namespace
 
 int runLint(int argc, const char** argv) {
@@ -168,15 +105,8 @@ int runLint(int argc, const char** argv) {
                  {"", "", "translation units analysed at once (default: the machine's cores)",
                   "say which files were skipped or analysed"});
   line.positionals(paths);
+  if (std::optional<int> finished = line.parseOrFinish(argc, argv, kClean, fail)) return *finished;
   std::string error;
-  switch (line.parse(argc, argv, error)) {
-    case CommandLine::Outcome::HelpShown:
-      return kClean;
-    case CommandLine::Outcome::Error:
-      return fail(error);
-    case CommandLine::Outcome::Run:
-      break;
-  }
   CommonSettings settings;
   if (!resolveCommonFlags(common, settings, error)) return fail(error);
   for (auto [option, patterns] : {std::pair{"--select", &cliSelect}, std::pair{"--ignore", &cliIgnore}}) {
@@ -263,7 +193,7 @@ int runLint(int argc, const char** argv) {
     return texts[path] = text;
   };
   std::map<std::string, RuleSelection> selectionPerDirectory;  // one config read per directory
-  std::vector<Reported> reported;
+  std::vector<ReportedFinding> reported;
   std::set<std::string> filesWithHiddenFindings;
   for (LintFinding& finding : findingsOf(result)) {
     std::string dir = llvm::sys::path::parent_path(finding.file).str();
@@ -318,124 +248,7 @@ int runLint(int argc, const char** argv) {
     }
   }
 
-  // Render.
-  std::string report;
-  llvm::raw_string_ostream out(report);
-  auto catalogue = buildCatalogue(FabricOptions{});
-  if (format == "text") {
-    for (const Reported& r : reported) {
-      const LintFinding& f = r.finding;
-      std::string path = displayPath(f.file);
-      out << path << ":" << f.line << ":" << f.column << ": warning: " << f.message << " [" << f.ruleId << "]"
-          << (r.fixed ? " (fixed)" : "") << "\n";
-      std::string source = lineText(textOf(f.file), f.line);
-      out << source << "\n";
-      std::string caret;
-      for (unsigned i = 0; i + 1 < f.column && i < source.size(); ++i) caret += source[i] == '\t' ? '\t' : ' ';
-      out << caret << "^\n";
-      const std::string& text = textOf(f.file);
-      for (const TextEdit& e : f.edits) {
-        unsigned endLine, endColumn;
-        lineAndColumn(text, e.offset + e.length, endLine, endColumn);
-        out << path << ":" << e.line << ":" << e.column << ": note: fix-it: {" << e.line << ":" << e.column << "-"
-            << endLine << ":" << endColumn << "}: " << quoted(e.replacement) << "\n";
-      }
-    }
-    if (!reported.empty()) out << reported.size() << (reported.size() == 1 ? " finding" : " findings") << ".\n";
-  } else if (format == "github") {
-    for (const Reported& r : reported) {
-      const LintFinding& f = r.finding;
-      out << "::warning file=" << githubEscape(displayPath(f.file), true) << ",line=" << f.line << ",col=" << f.column
-          << ",title=" << githubEscape(f.ruleId, true) << "::" << githubEscape(f.message, false) << "\n";
-    }
-  } else if (format == "json") {
-    nlohmann::json json = {
-        {"version", FABRICIZE_VERSION}, {"findings", nlohmann::json::array()}, {"notAnalysed", result.failedSources}};
-    for (const Reported& r : reported) {
-      const LintFinding& f = r.finding;
-      nlohmann::json fixes = nlohmann::json::array();
-      const std::string& text = textOf(f.file);
-      for (const TextEdit& e : f.edits) {
-        unsigned endLine, endColumn;
-        lineAndColumn(text, e.offset + e.length, endLine, endColumn);
-        fixes.push_back({{"offset", e.offset},
-                         {"length", e.length},
-                         {"replacement", e.replacement},
-                         {"line", e.line},
-                         {"column", e.column},
-                         {"endLine", endLine},
-                         {"endColumn", endColumn}});
-      }
-      json["findings"].push_back({{"ruleId", f.ruleId},
-                                  {"file", displayPath(f.file)},
-                                  {"line", f.line},
-                                  {"column", f.column},
-                                  {"severity", "warning"},
-                                  {"message", f.message},
-                                  {"fixes", fixes},
-                                  {"fixed", r.fixed}});
-    }
-    out << json.dump(2) << "\n";
-  } else {  // sarif
-    nlohmann::json rules = nlohmann::json::array();
-    std::map<std::string, size_t> ruleIndex;
-    for (const Rule& rule : catalogue) {
-      ruleIndex[rule.id] = rules.size();
-      rules.push_back({{"id", rule.id}, {"shortDescription", {{"text", rule.summary}}}});
-    }
-    nlohmann::json results = nlohmann::json::array();
-    for (const Reported& r : reported) {
-      const LintFinding& f = r.finding;
-      const std::string& text = textOf(f.file);
-      // SARIF columns count UTF-16 code units (the default columnKind), 1-based.
-      auto column = [&](unsigned line, unsigned byteColumn) { return utf16Column(text, line, byteColumn) + 1; };
-      nlohmann::json location = {{"physicalLocation",
-                                  {{"artifactLocation", {{"uri", fileUri(f.file)}}},
-                                   {"region", {{"startLine", f.line}, {"startColumn", column(f.line, f.column)}}}}}};
-      nlohmann::json result = {
-          {"ruleId", f.ruleId}, {"level", "warning"}, {"message", {{"text", f.message}}}, {"locations", {location}}};
-      if (ruleIndex.count(f.ruleId)) result["ruleIndex"] = ruleIndex[f.ruleId];
-      if (!f.edits.empty()) {
-        nlohmann::json replacements = nlohmann::json::array();
-        for (const TextEdit& e : f.edits) {
-          unsigned endLine, endColumn;
-          lineAndColumn(text, e.offset + e.length, endLine, endColumn);
-          replacements.push_back({{"deletedRegion",
-                                   {{"startLine", e.line},
-                                    {"startColumn", column(e.line, e.column)},
-                                    {"endLine", endLine},
-                                    {"endColumn", column(endLine, endColumn)},
-                                    {"charOffset", e.offset},
-                                    {"charLength", e.length}}},
-                                  {"insertedContent", {{"text", e.replacement}}}});
-        }
-        result["fixes"] = {{{"description", {{"text", f.message}}},
-                            {"artifactChanges",
-                             {{{"artifactLocation", {{"uri", fileUri(f.file)}}}, {"replacements", replacements}}}}}};
-      }
-      results.push_back(result);
-    }
-    nlohmann::json invocation = {{"executionSuccessful", result.failedSources.empty()}};
-    if (!result.failedSources.empty()) {
-      nlohmann::json notifications = nlohmann::json::array();
-      for (const std::string& f : result.failedSources)
-        notifications.push_back(
-            {{"level", "error"},
-             {"message", {{"text", displayPath(f) + ": does not compile; it was not analysed"}}},
-             {"locations", {{{"physicalLocation", {{"artifactLocation", {{"uri", fileUri(f)}}}}}}}}});
-      invocation["toolExecutionNotifications"] = notifications;
-    }
-    nlohmann::json sarif = {
-        {"$schema", "https://json.schemastore.org/sarif-2.1.0.json"},
-        {"version", "2.1.0"},
-        {"runs",
-         {{{"tool", {{"driver", {{"name", "fabricize"}, {"version", FABRICIZE_VERSION}, {"rules", rules}}}}},
-           {"columnKind", "utf16CodeUnits"},
-           {"invocations", {invocation}},
-           {"results", results}}}}};
-    out << sarif.dump(2) << "\n";
-  }
-  out.flush();
+  std::string report = renderLintReport(format, reported, textOf, result.failedSources);
   if (outputFile.empty()) {
     llvm::outs() << report;
   } else {
@@ -444,7 +257,7 @@ int runLint(int argc, const char** argv) {
   }
 
   if (!result.failedSources.empty() || !notInDatabase.empty()) return kError;
-  bool remaining = std::any_of(reported.begin(), reported.end(), [](const Reported& r) { return !r.fixed; });
+  bool remaining = std::any_of(reported.begin(), reported.end(), [](const ReportedFinding& r) { return !r.fixed; });
   return remaining ? kFindings : kClean;
 }
 

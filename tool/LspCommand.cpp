@@ -165,21 +165,14 @@ int runLsp(int argc, const char** argv) {
             "parse a document's own includes again at every edit (by default they are precompiled once, chained "
             "on the LibTorch PCH, and reused; so are the declarations above the one being typed in)");
   line.ignore("--stdio");  // editors commonly pass it
-  std::string error;
-  switch (line.parse(argc, argv, error)) {
-    case CommandLine::Outcome::HelpShown:
-      return 0;
-    case CommandLine::Outcome::Error:
-      llvm::errs() << "fabricize lsp: error: " << error << "\n";
-      return 2;
-    case CommandLine::Outcome::Run:
-      break;
-  }
-  CommonSettings settings;
-  if (!resolveCommonFlags(common, settings, error)) {
+  auto fail = [](const std::string& error) {
     llvm::errs() << "fabricize lsp: error: " << error << "\n";
     return 2;
-  }
+  };
+  if (std::optional<int> finished = line.parseOrFinish(argc, argv, 0, fail)) return *finished;
+  std::string error;
+  CommonSettings settings;
+  if (!resolveCommonFlags(common, settings, error)) return fail(error);
   const DriverQueryOptions& query = settings.query;
   const bool usePreambles = !noPreamble;
   std::ios::sync_with_stdio(false);

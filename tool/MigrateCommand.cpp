@@ -80,11 +80,11 @@ void declareOptions(CommandLine& line, MigrateOptions& o) {
 
 // Which outputs and inputs the options name together. An error message, or "".
 std::string checkCombinations(const MigrateOptions& o) {
-  for (const std::string* value : {&o.fabric.accelerator, &o.fabric.devices, &o.fabric.strategy, &o.fabric.precision})
-    if (!isPlainOptionValue(*value))
-      return "option value '" + *value + "' is not a plain name (letters, digits, '-', '_', ',', '.')";
-  if (!o.fabric.num_nodes.empty() && o.fabric.num_nodes.find_first_not_of("0123456789") != std::string::npos)
-    return "--num-nodes takes a positive integer, got '" + o.fabric.num_nodes + "'";
+  // Refused now, in the runtime's own words, rather than when the program runs.
+  if (std::optional<FabricOptionProblem> problem = checkFabricOptions(o.fabric)) {
+    std::string flag = problem->field == "num_nodes" ? "num-nodes" : problem->field;
+    return "--" + flag + ": " + problem->message;
+  }
   if (o.instrument && o.outputDir.empty()) return "--instrument-for-verify writes a copy: give -o <dir>";
   if (o.listRules) return "";
   if (o.allSources && !o.sources.empty()) return "--all migrates the database's sources: give no source files";
@@ -156,15 +156,9 @@ int runMigrate(int argc, const char** argv) {
   MigrateOptions options;
   CommandLine line("fabricize", kUsage, kExitCodes);
   declareOptions(line, options);
+  if (std::optional<int> finished = line.parseOrFinish(static_cast<int>(args.size()), args.data(), kMigrated, fail))
+    return *finished;
   std::string error;
-  switch (line.parse(static_cast<int>(args.size()), args.data(), error)) {
-    case CommandLine::Outcome::HelpShown:
-      return kMigrated;
-    case CommandLine::Outcome::Error:
-      return fail(error);
-    case CommandLine::Outcome::Run:
-      break;
-  }
   if (options.version) {
     llvm::outs() << "fabricize " FABRICIZE_VERSION "\n";
     return kMigrated;

@@ -19,6 +19,7 @@
 
 #include "llvm/Support/raw_ostream.h"
 
+#include <optional>
 #include <sstream>
 
 namespace fabricize {
@@ -30,8 +31,8 @@ int cannot(const std::string& message) {
   return kCannot;
 }
 
-// Parses the command line. Outcome Error: `error` says why.
-CommandLine::Outcome parseOptions(int argc, const char** argv, VerifyOptions& o, std::string& error) {
+// Parses the command line; an exit code when verify ends there.
+std::optional<int> parseOptions(int argc, const char** argv, VerifyOptions& o) {
   CommandLine line("fabricize verify",
                    "usage: fabricize verify <source.cpp>... [options] [-- <compiler flags>]\n"
                    "       fabricize verify -p <build dir> [--target NAME] [options]\n",
@@ -63,35 +64,22 @@ CommandLine::Outcome parseOptions(int argc, const char** argv, VerifyOptions& o,
   line.number({"--accuracy-tolerance"}, "A", o.accuracyTolerance,
               "difference of accuracies printed (0.05, at least 10% of the value)");
   line.positionals(o.sources);
-  CommandLine::Outcome outcome = line.parse(argc, argv, error);
-  if (outcome != CommandLine::Outcome::Run) return outcome;
+  if (std::optional<int> finished = line.parseOrFinish(argc, argv, kEquivalent, cannot)) return finished;
   o.buildPath = common.buildPath;
   o.compilerFlags = common.compilerFlags;
   o.sawDashDash = common.sawDashDash;
-  if (o.sources.empty() == o.buildPath.empty()) {
-    error = "give either source files or -p <build dir>\n" + line.help();
-    return CommandLine::Outcome::Error;
-  }
-  if (o.steps == 0) {
-    error = "--steps must be at least 1";
-    return CommandLine::Outcome::Error;
-  }
-  return CommandLine::Outcome::Run;
+  if (o.sources.empty() == o.buildPath.empty())
+    return cannot("give either source files or -p <build dir>\n" + line.help());
+  if (o.steps == 0) return cannot("--steps must be at least 1");
+  return std::nullopt;
 }
 
 }  // namespace
 
 int runVerify(int argc, const char** argv) {
   VerifyOptions options;
+  if (std::optional<int> finished = parseOptions(argc, argv, options)) return *finished;
   std::string error;
-  switch (parseOptions(argc, argv, options, error)) {
-    case CommandLine::Outcome::HelpShown:
-      return kEquivalent;
-    case CommandLine::Outcome::Error:
-      return cannot(error);
-    case CommandLine::Outcome::Run:
-      break;
-  }
   VerifyPrograms programs;
   if (!buildPrograms(options, argv[0], programs, error)) return cannot(error);
   VerifyRuns runs;

@@ -8,7 +8,7 @@
 // RUN: %migrate --devices '2");system("x' %s -- %flags > %t.bad 2> %t.err; test $? -eq 2
 // RUN: FileCheck %s --input-file=%t.err --check-prefix=BAD
 // RUN: test ! -s %t.bad
-// BAD: error: option value '2");system("x' is not a plain name
+// BAD: error: --devices: '2");system("x' is not a plain name
 
 // The include goes right after LibTorch's.
 // CHECK: {{^}}#include <torch/torch.h>

@@ -22,6 +22,10 @@
 // RUN: not %clang_tidy --load=%tidy_plugin --checks='-*,fabric-*' -config='{CheckOptions: {fabric-insert.NumNodes: two}}' \
 // RUN:   %s -- %flags > %t/bad-nodes.out 2>&1
 // RUN: FileCheck %s --check-prefix=BAD-NODES --input-file=%t/bad-nodes.out
+// A name the runtime would refuse when the program runs, in its words.
+// RUN: not %clang_tidy --load=%tidy_plugin --checks='-*,fabric-*' -config='{CheckOptions: {fabric-insert.Strategy: fsdpp}}' \
+// RUN:   %s -- %flags > %t/typo.out 2>&1
+// RUN: FileCheck %s --check-prefix=TYPO --input-file=%t/typo.out
 #include <torch/torch.h>
 
 int main() {
@@ -44,4 +48,6 @@ int main() {
 // BAD-NOT: [fabric-insert]
 // BAD: warning: backward through the Fabric {{.*}}[fabric-backward]
 // BAD-NOT: [fabric-insert]
+// TYPO: error: invalid value 'fsdpp' for option 'fabric-insert.Strategy': fabric: invalid strategy 'fsdpp'; did you mean 'fsdp'?{{.*}}Valid values: 'auto', 'ddp'{{.*}}; check 'fabric-insert' is disabled [clang-tidy-config]
+// TYPO-NOT: [fabric-insert]
 // BAD-NODES: error: invalid value 'two' for option 'fabric-insert.NumNodes': a positive integer, or empty; check 'fabric-insert' is disabled [clang-tidy-config]
