@@ -82,12 +82,86 @@ bool collectSources(const std::string& path, std::vector<std::string>& out, std:
 const char* kUsage = "usage: fabricize lint <files or directories...> [options] [-- <compiler flags>]\n";
 const char* kExitCodes = "Exit: 0 clean, 1 findings, 2 something could not be analysed.\n";
 
+// --select and --ignore as given.
+struct SelectionFlags {
+  std::vector<std::string> select, ignore;
+  bool sawSelect = false, sawIgnore = false;
+};
+
+// The findings a person is shown: the rule selection (the command line's,
+// else the nearest .fabricize.json), then NOLINT comments. `hidden`: the
+// files where some finding was not shown.
+bool selectFindings(const EngineResult& result, const SelectionFlags& flags, const FileText& textOf,
+                    std::vector<ReportedFinding>& reported, std::set<std::string>& hidden, std::string& error) {
+  std::map<std::string, RuleSelection> selectionPerDirectory;  // one config read per directory
+  for (LintFinding& finding : findingsOf(result)) {
+    std::string dir = llvm::sys::path::parent_path(finding.file).str();
+    auto known = selectionPerDirectory.find(dir);
+    if (known == selectionPerDirectory.end()) {
+      RuleSelection selection;
+      if (!selectionFor(finding.file, selection, error)) return false;
+      if (flags.sawSelect) selection.select = flags.select;
+      if (flags.sawIgnore) selection.ignore = flags.ignore;
+      known = selectionPerDirectory.emplace(dir, selection).first;
+    }
+    if (!known->second.admits(finding.ruleId) || isSuppressed(textOf(finding.file), finding.line, finding.ruleId)) {
+      hidden.insert(finding.file);
+      continue;
+    }
+    reported.push_back({std::move(finding), false});
+  }
+
+  return true;
+}
+
+// --fix: the shown findings' edits, rendered and written as migrate renders
+// them (no include where a project header brings it).
+bool applyFixes(const EngineResult& result, const std::string& projectRoot, const FileText& textOf,
+                const std::set<std::string>& hidden, std::vector<ReportedFinding>& reported, std::string& error) {
+  std::map<std::string, std::vector<size_t>> perFile;
+  for (size_t i = 0; i < reported.size(); ++i)
+    if (!reported[i].finding.edits.empty()) perFile[reported[i].finding.file].push_back(i);
+  // Rendered as migrate renders: no include where a header brings it.
+  std::map<std::string, FileResult> toFix;
+  for (auto& [path, indices] : perFile) {
+    FileResult& fixed = toFix[path];
+    fixed.original = textOf(path);
+    for (size_t i : indices)
+      fixed.edits.insert(fixed.edits.end(), reported[i].finding.edits.begin(), reported[i].finding.edits.end());
+    auto file = result.files.find(path);
+    fixed.wantsInclude = file != result.files.end() && file->second.wantsInclude && !hidden.count(path);
+  }
+  std::map<std::string, RenderedFile> rendered = renderMigration(toFix, projectRoot);
+  for (auto& [path, indices] : perFile) {
+    const RenderedFile& fixed = rendered.at(path);
+    const std::vector<EditConflict>& conflicts = fixed.merged.conflicts;
+    std::string problem = writeFileAtomically(path, fixed.text);
+    if (!problem.empty()) {
+      error = problem;
+      return false;
+    }
+    for (size_t i : indices) {
+      bool dropped = false;
+      for (const EditConflict& c : conflicts)
+        dropped =
+            dropped || (c.dropped.ruleId == reported[i].finding.ruleId && c.dropped.line == reported[i].finding.line);
+      reported[i].fixed = !dropped;
+    }
+    for (const EditConflict& c : conflicts)
+      llvm::errs() << displayPath(path) << ":" << c.dropped.line << ":" << c.dropped.column
+                   << ": warning: fix-it not applied: it overlaps a fix-it of " << c.kept.ruleId << " ["
+                   << c.dropped.ruleId << "]\n";
+  }
+  return true;
+}
+
 }  // namespace
 
 int runLint(int argc, const char** argv) {
-  std::vector<std::string> paths, cliSelect, cliIgnore;
+  std::vector<std::string> paths;
   std::string format = "text", outputFile;
-  bool fix = false, sawSelect = false, sawIgnore = false;
+  bool fix = false;
+  SelectionFlags selectionFlags;
   CommonFlags common;
   auto fail = [](const std::string& message) {
     llvm::errs() << "fabricize lint: error: " << message << "\n";
@@ -98,8 +172,10 @@ int runLint(int argc, const char** argv) {
                  {"build folder holding compile_commands.json (no paths: lint all it lists)"});
   line.option({"--format"}, "f", format, "text (default), json, sarif, github");
   line.option({"--output-file"}, "f", outputFile, "write the report to <f> instead of stdout");
-  line.list({"--select"}, "ids", cliSelect, "only these rules (comma list of ids or prefixes)", &sawSelect);
-  line.list({"--ignore"}, "ids", cliIgnore, "not these rules (comma list of ids or prefixes)", &sawIgnore);
+  line.list({"--select"}, "ids", selectionFlags.select, "only these rules (comma list of ids or prefixes)",
+            &selectionFlags.sawSelect);
+  line.list({"--ignore"}, "ids", selectionFlags.ignore, "not these rules (comma list of ids or prefixes)",
+            &selectionFlags.sawIgnore);
   line.flag({"--fix"}, fix, "apply the fix-its of the reported findings in place");
   addCommonFlags(line, common, kRootFlag | kPchFlags | kQueryDriverFlags | kJobsFlag | kVerboseFlag | kCompilerFlags,
                  {"", "", "translation units analysed at once (default: the machine's cores)",
@@ -109,7 +185,8 @@ int runLint(int argc, const char** argv) {
   std::string error;
   CommonSettings settings;
   if (!resolveCommonFlags(common, settings, error)) return fail(error);
-  for (auto [option, patterns] : {std::pair{"--select", &cliSelect}, std::pair{"--ignore", &cliIgnore}}) {
+  for (auto [option, patterns] :
+       {std::pair{"--select", &selectionFlags.select}, std::pair{"--ignore", &selectionFlags.ignore}}) {
     std::string problem = unknownPatternError(*patterns, catalogueIds(), option);
     if (!problem.empty()) return fail(problem);
   }
@@ -179,7 +256,6 @@ int runLint(int argc, const char** argv) {
     if (std::find(notInDatabase.begin(), notInDatabase.end(), f) == notInDatabase.end())
       reportUnparsed(llvm::errs(), "fabricize lint: ", displayPath(f), f, *database, "it was not analysed");
 
-  // Filter: selection (command line, else the nearest config file), then comments.
   std::map<std::string, std::string> texts;
   auto textOf = [&](const std::string& path) -> const std::string& {
     auto it = texts.find(path);
@@ -192,61 +268,10 @@ int runLint(int argc, const char** argv) {
       readFile(path, text);
     return texts[path] = text;
   };
-  std::map<std::string, RuleSelection> selectionPerDirectory;  // one config read per directory
   std::vector<ReportedFinding> reported;
   std::set<std::string> filesWithHiddenFindings;
-  for (LintFinding& finding : findingsOf(result)) {
-    std::string dir = llvm::sys::path::parent_path(finding.file).str();
-    auto known = selectionPerDirectory.find(dir);
-    if (known == selectionPerDirectory.end()) {
-      RuleSelection selection;
-      if (!selectionFor(finding.file, selection, error)) return fail(error);
-      if (sawSelect) selection.select = cliSelect;
-      if (sawIgnore) selection.ignore = cliIgnore;
-      known = selectionPerDirectory.emplace(dir, selection).first;
-    }
-    if (!known->second.admits(finding.ruleId) || isSuppressed(textOf(finding.file), finding.line, finding.ruleId)) {
-      filesWithHiddenFindings.insert(finding.file);
-      continue;
-    }
-    reported.push_back({std::move(finding), false});
-  }
-
-  // --fix: the reported findings' edits, rendered and written as migrate does.
-  if (fix) {
-    std::map<std::string, std::vector<size_t>> perFile;
-    for (size_t i = 0; i < reported.size(); ++i)
-      if (!reported[i].finding.edits.empty()) perFile[reported[i].finding.file].push_back(i);
-    // Rendered as migrate renders: no include where a header brings it.
-    std::map<std::string, FileResult> toFix;
-    for (auto& [path, indices] : perFile) {
-      FileResult& fixed = toFix[path];
-      fixed.original = textOf(path);
-      for (size_t i : indices)
-        fixed.edits.insert(fixed.edits.end(), reported[i].finding.edits.begin(), reported[i].finding.edits.end());
-      auto file = result.files.find(path);
-      fixed.wantsInclude =
-          file != result.files.end() && file->second.wantsInclude && !filesWithHiddenFindings.count(path);
-    }
-    std::map<std::string, RenderedFile> rendered = renderMigration(toFix, projectRoot);
-    for (auto& [path, indices] : perFile) {
-      const RenderedFile& fixed = rendered.at(path);
-      const std::vector<EditConflict>& conflicts = fixed.merged.conflicts;
-      std::string problem = writeFileAtomically(path, fixed.text);
-      if (!problem.empty()) return fail(problem);
-      for (size_t i : indices) {
-        bool dropped = false;
-        for (const EditConflict& c : conflicts)
-          dropped =
-              dropped || (c.dropped.ruleId == reported[i].finding.ruleId && c.dropped.line == reported[i].finding.line);
-        reported[i].fixed = !dropped;
-      }
-      for (const EditConflict& c : conflicts)
-        llvm::errs() << displayPath(path) << ":" << c.dropped.line << ":" << c.dropped.column
-                     << ": warning: fix-it not applied: it overlaps a fix-it of " << c.kept.ruleId << " ["
-                     << c.dropped.ruleId << "]\n";
-    }
-  }
+  if (!selectFindings(result, selectionFlags, textOf, reported, filesWithHiddenFindings, error)) return fail(error);
+  if (fix && !applyFixes(result, projectRoot, textOf, filesWithHiddenFindings, reported, error)) return fail(error);
 
   std::string report = renderLintReport(format, reported, textOf, result.failedSources);
   if (outputFile.empty()) {
