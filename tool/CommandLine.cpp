@@ -67,21 +67,16 @@ std::string readNumber(const std::string& name, const std::string& value, Number
 
 }  // namespace
 
-void CommandLine::number(std::initializer_list<const char*> names, std::string valueName, double& target,
+template <class Number>
+void CommandLine::number(std::initializer_list<const char*> names, std::string valueName, Number& target,
                          std::string help) {
   std::string name = *names.begin();
   option(
       names, std::move(valueName),
       [&target, name](const std::string& value) { return readNumber(name, value, target); }, std::move(help));
 }
-
-void CommandLine::number(std::initializer_list<const char*> names, std::string valueName, unsigned& target,
-                         std::string help) {
-  std::string name = *names.begin();
-  option(
-      names, std::move(valueName),
-      [&target, name](const std::string& value) { return readNumber(name, value, target); }, std::move(help));
-}
+template void CommandLine::number(std::initializer_list<const char*>, std::string, double&, std::string);
+template void CommandLine::number(std::initializer_list<const char*>, std::string, unsigned&, std::string);
 
 void CommandLine::positionals(std::vector<std::string>& target) { positionals_ = &target; }
 

@@ -33,9 +33,9 @@ class CommandLine {
   // Given more than once, the values add up; a comma list gives several.
   void list(std::initializer_list<const char*> names, std::string valueName, std::vector<std::string>& target,
             std::string help, bool* given = nullptr);
-  // A non-negative number (verify's tolerances and counts).
-  void number(std::initializer_list<const char*> names, std::string valueName, double& target, std::string help);
-  void number(std::initializer_list<const char*> names, std::string valueName, unsigned& target, std::string help);
+  // A non-negative number (verify's tolerances and counts): double or unsigned.
+  template <class Number>
+  void number(std::initializer_list<const char*> names, std::string valueName, Number& target, std::string help);
   // Words that are not options.
   void positionals(std::vector<std::string>& target);
   // Everything after `--` (compiler flags); `given` says whether `--` was.
