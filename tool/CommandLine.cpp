@@ -11,8 +11,8 @@
 
 namespace fabricize {
 
-CommandLine::CommandLine(std::string command, std::string usage, std::string epilogue)
-    : command_(std::move(command)), usage_(std::move(usage)), epilogue_(std::move(epilogue)) {}
+CommandLine::CommandLine(std::string usage, std::string epilogue)
+    : usage_(std::move(usage)), epilogue_(std::move(epilogue)) {}
 
 void CommandLine::flag(std::initializer_list<const char*> names, bool& target, std::string help) {
   options_.push_back({{names.begin(), names.end()},

@@ -20,11 +20,10 @@ namespace fabricize {
 // `--name value` and `--name=value` alike; `-h`/`--help` prints the help.
 class CommandLine {
  public:
-  // `command`: "fabricize lint", which errors name; `usage`: the help's
-  // first lines; `epilogue`: its last (exit codes).
-  CommandLine(std::string command, std::string usage, std::string epilogue = "");
+  // `usage`: the help's first lines; `epilogue`: its last (exit codes).
+  explicit CommandLine(std::string usage, std::string epilogue = "");
 
-  // Sets `value` to the option's value; returns an error message, or "".
+  // Takes the option's value; returns what is wrong with it, or "".
   using Setter = std::function<std::string(const std::string& value)>;
 
   void flag(std::initializer_list<const char*> names, bool& target, std::string help);
@@ -54,7 +53,6 @@ class CommandLine {
   std::optional<int> parseOrFinish(int argc, const char** argv, int helpExitCode,
                                    const std::function<int(const std::string&)>& fail);
   std::string help() const;
-  const std::string& command() const { return command_; }
 
  private:
   struct Option {
@@ -66,7 +64,7 @@ class CommandLine {
   };
   const Option* find(const std::string& name) const;
 
-  std::string command_, usage_, epilogue_;
+  std::string usage_, epilogue_;
   std::vector<Option> options_;
   std::vector<std::string> ignored_;
   std::vector<std::string>* positionals_ = nullptr;

@@ -167,7 +167,7 @@ int runLint(int argc, const char** argv) {
     llvm::errs() << "fabricize lint: error: " << message << "\n";
     return kError;
   };
-  CommandLine line("fabricize lint", kUsage, kExitCodes);
+  CommandLine line(kUsage, kExitCodes);
   addCommonFlags(line, common, kBuildPathFlag,
                  {"build folder holding compile_commands.json (no paths: lint all it lists)"});
   line.option({"--format"}, "f", format, "text (default), json, sarif, github");

@@ -131,10 +131,10 @@ int runLsp(int argc, const char** argv) {
       return "";
     };
   };
-  CommandLine line("fabricize lsp",
-                   "usage: fabricize lsp [options]\n"
-                   "  A Language Server on stdin/stdout (JSON-RPC, Content-Length framed).\n"
-                   "  Diagnostics and quick fixes from the migrate rules; see docs/lsp.md.\n");
+  CommandLine line(
+      "usage: fabricize lsp [options]\n"
+      "  A Language Server on stdin/stdout (JSON-RPC, Content-Length framed).\n"
+      "  Diagnostics and quick fixes from the migrate rules; see docs/lsp.md.\n");
   line.option(
       {"--compile-commands-dir"}, "dir",
       [&commandsDir](const std::string& value) -> std::string {

@@ -154,7 +154,7 @@ int runMigrate(int argc, const char** argv) {
   std::vector<const char*> args(argv, argv + argc);
   if (argc > 1 && std::string(argv[1]) == "migrate") args.erase(args.begin() + 1);
   MigrateOptions options;
-  CommandLine line("fabricize", kUsage, kExitCodes);
+  CommandLine line(kUsage, kExitCodes);
   declareOptions(line, options);
   if (std::optional<int> finished = line.parseOrFinish(static_cast<int>(args.size()), args.data(), kMigrated, fail))
     return *finished;

@@ -33,10 +33,10 @@ int cannot(const std::string& message) {
 
 // Parses the command line; an exit code when verify ends there.
 std::optional<int> parseOptions(int argc, const char** argv, VerifyOptions& o) {
-  CommandLine line("fabricize verify",
-                   "usage: fabricize verify <source.cpp>... [options] [-- <compiler flags>]\n"
-                   "       fabricize verify -p <build dir> [--target NAME] [options]\n",
-                   "Exit: 0 equivalent, 1 differences found, 2 could not build or run.\n");
+  CommandLine line(
+      "usage: fabricize verify <source.cpp>... [options] [-- <compiler flags>]\n"
+      "       fabricize verify -p <build dir> [--target NAME] [options]\n",
+      "Exit: 0 equivalent, 1 differences found, 2 could not build or run.\n");
   CommonFlags common;
   addCommonFlags(line, common, kBuildPathFlag | kCompilerFlags,
                  {"build folder holding compile_commands.json: verify the project it builds"});
