@@ -126,16 +126,10 @@ class OwnDeclarationsConsumer : public ASTConsumer {
 // parse must not be half-migrated.
 class RecordingAction : public ASTFrontendAction {
  public:
-  RecordingAction(MatchFinder& finder, bool& failed, const std::string& root, std::set<std::string>& read,
-                  bool& definesMain, const std::atomic<bool>* cancelled, PreambleCache* preambles, UnitFacts& unit)
-      : finder_(finder),
-        failed_(failed),
-        root_(root),
-        read_(read),
-        definesMain_(definesMain),
-        cancelled_(cancelled),
-        preambles_(preambles),
-        unit_(unit) {}
+  // What it finds goes to `parsed`: whether it failed, main, the files read.
+  RecordingAction(MatchFinder& finder, ParsedUnit& parsed, const std::string& root, const std::atomic<bool>* cancelled,
+                  PreambleCache* preambles, UnitFacts& unit)
+      : finder_(finder), parsed_(parsed), root_(root), cancelled_(cancelled), preambles_(preambles), unit_(unit) {}
   bool BeginInvocation(CompilerInstance& ci) override {
     ci.getFrontendOpts().SkipFunctionBodies = true;  // asks the consumer, body by body
     unit_.reachesLibTorch = false;
@@ -149,27 +143,25 @@ class RecordingAction : public ASTFrontendAction {
   // Called only when the source was actually processed: a PCH or file that
   // cannot be loaded never gets here, and counts as a failure.
   void EndSourceFileAction() override {
-    if (!getCompilerInstance().getDiagnostics().hasErrorOccurred()) failed_ = false;
+    if (!getCompilerInstance().getDiagnostics().hasErrorOccurred()) parsed_.failed = false;
     // A program's main: then every call of the project's functions is in
     // the matched code (Threading.h, wholeProgram).
     if (getCompilerInstance().hasASTContext())
       for (Decl* d : getCompilerInstance().getASTContext().getTraversalScope())
         if (const auto* function = dyn_cast<FunctionDecl>(d); function && function->isMain() && function->hasBody())
-          definesMain_ = true;
+          parsed_.definesMain = true;
     // The project's files this TU read: a mirrored output tree needs them.
     const SourceManager& sm = getCompilerInstance().getSourceManager();
     for (auto it = sm.fileinfo_begin(); it != sm.fileinfo_end(); ++it) {
       std::string path = realPathOf(it->first);
-      if (isUnder(path, root_)) read_.insert(path);
+      if (isUnder(path, root_)) parsed_.projectFiles.insert(path);
     }
   }
 
  private:
   MatchFinder& finder_;
-  bool& failed_;
+  ParsedUnit& parsed_;
   const std::string& root_;
-  std::set<std::string>& read_;
-  bool& definesMain_;
   const std::atomic<bool>* cancelled_;
   PreambleCache* preambles_;
   UnitFacts& unit_;
@@ -242,20 +234,17 @@ ParsedUnit parseAndMatch(const tooling::CompilationDatabase& database, const std
     beginAttempt(finder, unit);
     struct Factory : tooling::FrontendActionFactory {
       MatchFinder& finder;
-      bool& failed;
+      ParsedUnit& parsed;
       const std::string& root;
-      std::set<std::string>& read;
-      bool& definesMain;
       const std::atomic<bool>* cancelled;
       PreambleCache* preambles = nullptr;  // with the LibTorch PCH only: the preamble is chained on it
       std::string otherBuffers;
       PreambleReport preambleReport;
       UnitFacts& unit;
-      Factory(MatchFinder& f, bool& x, const std::string& r, std::set<std::string>& files, bool& main,
-              const std::atomic<bool>* c, UnitFacts& u)
-          : finder(f), failed(x), root(r), read(files), definesMain(main), cancelled(c), unit(u) {}
+      Factory(MatchFinder& f, ParsedUnit& p, const std::string& r, const std::atomic<bool>* c, UnitFacts& u)
+          : finder(f), parsed(p), root(r), cancelled(c), unit(u) {}
       std::unique_ptr<FrontendAction> create() override {
-        return std::make_unique<RecordingAction>(finder, failed, root, read, definesMain, cancelled,
+        return std::make_unique<RecordingAction>(finder, parsed, root, cancelled,
                                                  preambleReport.use == PreambleUse::None ? nullptr : preambles, unit);
       }
       bool runInvocation(std::shared_ptr<CompilerInvocation> invocation, FileManager* files,
@@ -283,8 +272,7 @@ ParsedUnit parseAndMatch(const tooling::CompilationDatabase& database, const std
         return FrontendActionFactory::runInvocation(std::move(invocation), files, std::move(pchOperations),
                                                     diagnostics);
       }
-    } factory(finder, parsed.failed, options.projectRoot, parsed.projectFiles, parsed.definesMain, options.cancelled,
-              unit);
+    } factory(finder, parsed, options.projectRoot, options.cancelled, unit);
     if (usePch && options.preambles) {
       factory.preambles = options.preambles;
       for (const auto& [path, text] : options.unsavedFiles)
