@@ -43,13 +43,9 @@ size_t serialOf(size_t key) { return key & kSerialMask; }
 }  // namespace
 
 // One match of one check, kept until every check has seen the whole TU.
-struct Recorded {
-  std::string ruleId;
-  SourceLocation loc;
-  std::string message;
-  std::vector<std::pair<FileID, TextEdit>> edits;  // keys in TextEdit::ruleIndex
-  threading::MatchNeeds needs;                     // whose Fabric the edits need (Threading.h)
-  bool hidden = false;                             // a fact for the threading analysis, or an edit it dropped
+// (Edits keyed in TextEdit::ruleIndex; `includeFiles` go to the Session.)
+struct Recorded : RecordedMatch {
+  bool hidden = false;  // a fact for the threading analysis, or an edit it dropped
 };
 
 // The matches of all fabric checks in one translation unit, and the fix-its
@@ -219,7 +215,7 @@ class Session {
         record.hidden = true;
         continue;
       }
-      record.message = threading::notMigratedMessage(record.message, verdicts[i]);
+      record.explanation = threading::notMigratedMessage(record.explanation, verdicts[i]);
     }
   }
 
@@ -381,15 +377,12 @@ size_t recordMatch(const Rule& rule, size_t ruleIndex, Session& session, const M
   scope.editKey = [&] { return session.nextKey(ruleIndex); };
   std::optional<RecordedMatch> recorded = fabricize::recordMatch(rule, ruleIndex, result, scope);
   if (!recorded) return Session::noRecord;
+  std::vector<FileID> includes = std::move(recorded->includeFiles);
   Recorded record;
-  record.ruleId = rule.id;
-  record.loc = recorded->where;
-  record.message = std::move(recorded->explanation);
-  for (RecordedMatch::Edit& edit : recorded->edits) record.edits.push_back({edit.file, std::move(edit.text)});
-  record.needs = std::move(recorded->needs);
-  record.hidden = recorded->factOnly;
+  static_cast<RecordedMatch&>(record) = std::move(*recorded);
+  record.hidden = record.factOnly;
   size_t index = session.add(*result.SourceManager, std::move(record));
-  for (FileID file : recorded->includeFiles) session.requestInclude(*result.SourceManager, file, index);
+  for (FileID file : includes) session.requestInclude(*result.SourceManager, file, index);
   return index;
 }
 
@@ -441,8 +434,8 @@ void CatalogueCheck::onEndOfTranslationUnit() {
     const Recorded& record = session_->record(index);
     if (record.hidden) continue;
     {
-      DiagnosticBuilder warning = diag(record.loc, "%0");
-      warning << record.message;
+      DiagnosticBuilder warning = diag(record.where, "%0");
+      warning << record.explanation;
       for (const FixItHint& fix : session_->fixesOf(index)) warning << fix;
     }
     for (const auto& [loc, note] : session_->notesOf(index)) diag(loc, note, DiagnosticIDs::Note);
