@@ -58,7 +58,7 @@ class HandReducer {
     std::reverse(limits.begin(), limits.end());
     reducer_ = fabric::detail::c10d_compat::make_reducer(
         parameters, bucket_indices, limits, group_, static_cast<int64_t>(cap),
-        static_cast<int64_t>(first_cap), /*find_unused_parameters=*/false);
+        static_cast<int64_t>(first_cap), /*find_unused_parameters=*/false, /*param_names=*/{});
   }
   void before_forward() {
     reducer_->prepare_for_forward();

@@ -304,6 +304,8 @@ std::vector<Check> checkRuns(const VerifyOptions& o, const VerifyRuns& runs, con
       else
         c.details.push_back("its last output:\n" + tail(two.err, 10));
       c.where = findingsOf("fabric-divergent-exit");
+    } else if (!twoRecords[0].strategy.empty()) {
+      c.details.push_back("strategy '" + twoRecords[0].strategy + "' (LT_STRATEGY chooses another)");
     }
     checks.push_back(c);
   }

@@ -138,6 +138,8 @@ Record readRecord(const std::string& path) {
       r.offsets.push_back(std::atoll(c.c_str()));
     } else if (kind == "end") {
       r.end = a;
+    } else if (kind == "strategy") {
+      r.strategy = a;
     }
   }
   return r;

@@ -43,6 +43,7 @@ struct Record {
   std::vector<std::string> steps;  // parameter hashes
   std::vector<long long> offsets;  // stdout's size at each step
   std::string end;
+  std::string strategy;  // as the runtime resolved it (migrated programs)
 };
 
 // The programs, built.

@@ -5,6 +5,7 @@
 
 #include "fabric_state.h"
 
+#include "checkpoint_format.h"
 #include "checkpoint_load.h"
 
 #include <dlfcn.h>
@@ -31,6 +32,16 @@
 #include <unordered_set>
 
 namespace fabric {
+
+using detail::entry_key;
+using detail::kFormatKey;
+using detail::kFormatVersion;
+using detail::kGrowthTrackerKey;
+using detail::kKindsKey;
+using detail::kNamesKey;
+using detail::kScaleKey;
+using detail::read_string_list;
+using detail::SchedulerSteps;
 
 namespace detail {
 
@@ -226,21 +237,8 @@ void write_file_atomically(const std::string& path, const std::string& bytes) {
 
 // ---- checkpoints of the whole state ----------------------------------------
 
-namespace {
-
-// Archive keys. Entry names are the user's and may hold any character, but
-// archive keys become module attribute names (no dots), so entries are
-// stored under their index and the names kept in a list.
-constexpr const char* kFormatKey = "fabric_state_format";
-constexpr int64_t kFormatVersion = 1;
-constexpr const char* kNamesKey = "fabric_state_names";
-constexpr const char* kKindsKey = "fabric_state_kinds";
-std::string entry_key(size_t index) { return "entry" + std::to_string(index); }
-constexpr const char* kScaleKey = "fabric_loss_scale";
-constexpr const char* kGrowthTrackerKey = "fabric_loss_scale_growth_tracker";
-
-std::vector<std::string> read_string_list(torch::serialize::InputArchive& archive, const char* key,
-                                          const std::string& path) {
+std::vector<std::string> detail::read_string_list(torch::serialize::InputArchive& archive, const char* key,
+                                                  const std::string& path) {
   c10::IValue value;
   if (!archive.try_read(key, value) || !value.isList()) {
     throw CheckpointError("fabric::load: '" + path + "' is not a fabric::State checkpoint (no '" + key +
@@ -252,8 +250,6 @@ std::vector<std::string> read_string_list(torch::serialize::InputArchive& archiv
   return strings;
 }
 
-}  // namespace
-
 const char* StateEntry::kind() const noexcept {
   static const char* const kNames[] = {"module", "optimizer", "tensor", "int64",     "int32",  "double",
                                        "float",  "bool",      "string", "scheduler", "loader", "random_state"};
@@ -263,18 +259,6 @@ const char* StateEntry::kind() const noexcept {
 }
 
 namespace {
-
-// LRScheduler keeps its step count protected; a derived class may name it.
-struct SchedulerSteps : torch::optim::LRScheduler {
-  static unsigned& of(torch::optim::LRScheduler& scheduler) { return scheduler.*(&SchedulerSteps::step_count_); }
-};
-
-// Every rank's default generator states, gathered (a collective).
-struct RandomStates {
-  int64_t world_size = 1;
-  std::vector<torch::Tensor> cpu;
-  std::vector<torch::Tensor> cuda;  // empty unless the ranks run on CUDA
-};
 
 torch::Tensor generator_state(at::Generator generator) {
   std::lock_guard<std::mutex> lock(generator.mutex());
@@ -286,7 +270,9 @@ void set_generator_state(at::Generator generator, const torch::Tensor& state) {
   generator.set_state(state);
 }
 
-RandomStates gather_random_states(Fabric& fabric) {
+}  // namespace
+
+detail::RandomStates detail::gather_random_states(Fabric& fabric) {
   RandomStates states;
   states.world_size = fabric.world_size();
   // As int64: every backend gathers it.
@@ -304,7 +290,12 @@ RandomStates gather_random_states(Fabric& fabric) {
   return states;
 }
 
-}  // namespace
+bool detail::has_random_state(const State& state) {
+  for (const auto& entry : state.entries()) {
+    if (std::holds_alternative<RandomState>(entry.target())) return true;
+  }
+  return false;
+}
 
 State::State(std::initializer_list<StateEntry> entries) {
   for (const auto& entry : entries) add(entry);
@@ -318,6 +309,12 @@ State& State::add(StateEntry entry) {
   }
   entries_.push_back(std::move(entry));
   return *this;
+}
+
+std::shared_ptr<void> Fabric::hold_parameters_readable() {
+  auto undo = state_->collective("fabric.save()", [&] { return state_->strategy->make_parameters_readable(); });
+  if (!undo) return nullptr;
+  return std::shared_ptr<void>(nullptr, [undo](void*) { undo(); });
 }
 
 void Fabric::finish_save(const std::string& path, const std::string& error_on_rank_zero) {
@@ -389,11 +386,78 @@ void Fabric::load_optimizer_file(const std::string& path, torch::optim::Optimize
   state_->strategy->optimizer_loaded(optimizer);
 }
 
+void detail::write_state_archive(torch::serialize::OutputArchive& archive, const State& state,
+                                 const FabricState::LossScaler& scaler, const RandomStates& random_states,
+                                 const StateWriting& writing) {
+  c10::List<std::string> names;
+  c10::List<std::string> kinds;
+  for (size_t index = 0; index < state.entries().size(); ++index) {
+    const StateEntry& entry = state.entries()[index];
+    names.push_back(entry.name());
+    kinds.push_back(entry.kind());
+    const std::string key = entry_key(index);
+    std::visit(
+        [&](const auto& target) {
+          using Target = std::decay_t<decltype(target)>;
+          constexpr bool sharded_kind = std::is_same<Target, std::shared_ptr<torch::nn::Module>>::value ||
+                                        std::is_same<Target, torch::optim::Optimizer*>::value;
+          if (!sharded_kind && !writing.all_entries) return;
+          if constexpr (std::is_same<Target, std::shared_ptr<torch::nn::Module>>::value) {
+            torch::serialize::OutputArchive nested;
+            writing.write_module(*target, nested);
+            archive.write(key, nested);
+          } else if constexpr (std::is_same<Target, torch::optim::Optimizer*>::value) {
+            torch::serialize::OutputArchive nested;
+            target->save(nested);
+            archive.write(key, nested);
+          } else if constexpr (std::is_same<Target, torch::Tensor*>::value) {
+            archive.write(key, *target, /*is_buffer=*/true);
+          } else if constexpr (std::is_same<Target, torch::optim::LRScheduler*>::value) {
+            archive.write(key, c10::IValue(static_cast<int64_t>(SchedulerSteps::of(*target))));
+          } else if constexpr (std::is_same<Target, detail::StatefulEntry*>::value) {
+            torch::serialize::OutputArchive nested;
+            target->save_state(nested);
+            archive.write(key, nested);
+          } else if constexpr (std::is_same<Target, RandomState>::value) {
+            torch::serialize::OutputArchive nested;
+            nested.write("world_size", c10::IValue(random_states.world_size));
+            for (size_t rank = 0; rank < random_states.cpu.size(); ++rank) {
+              nested.write("cpu_" + std::to_string(rank), random_states.cpu[rank], /*is_buffer=*/true);
+            }
+            for (size_t rank = 0; rank < random_states.cuda.size(); ++rank) {
+              nested.write("cuda_" + std::to_string(rank), random_states.cuda[rank], /*is_buffer=*/true);
+            }
+            archive.write(key, nested);
+          } else if constexpr (std::is_same<Target, int32_t*>::value) {
+            archive.write(key, c10::IValue(static_cast<int64_t>(*target)));
+          } else if constexpr (std::is_same<Target, float*>::value) {
+            archive.write(key, c10::IValue(static_cast<double>(*target)));
+          } else {
+            archive.write(key, c10::IValue(*target));
+          }
+        },
+        entry.target());
+  }
+  if (!writing.all_entries) return;
+  if (scaler.active) {
+    archive.write(kScaleKey, c10::IValue(scaler.scale));
+    archive.write(kGrowthTrackerKey, c10::IValue(scaler.growth_tracker));
+  }
+  archive.write(kFormatKey, c10::IValue(kFormatVersion));
+  archive.write(kNamesKey, c10::IValue(names));
+  archive.write(kKindsKey, c10::IValue(kinds));
+}
+
 void Fabric::save(const std::string& path, const State& state) {
   const auto& scaler = state_->scaler;
+  state_->strategy->check_in_sync("fabric.save()");
+  // fsdp: each rank writes its own part (checkpoint_sharded.cpp).
+  if (saves_sharded()) {
+    save_sharded(path, state);
+    return;
+  }
   // Sharded strategies: rank 0's optimizers hold the whole state while it
   // writes (the same file a ddp run writes), and only their own afterwards.
-  state_->strategy->check_in_sync("fabric.save()");
   std::vector<std::function<void()>> undo;
   struct Undo {
     std::vector<std::function<void()>>& steps;
@@ -410,73 +474,24 @@ void Fabric::save(const std::string& path, const State& state) {
     }
   }
   // Every rank's generators, gathered by every rank before rank 0 writes.
-  RandomStates random_states;
-  for (const auto& entry : state.entries()) {
-    if (std::holds_alternative<RandomState>(entry.target())) {
-      random_states = gather_random_states(*this);
-      break;
-    }
-  }
+  detail::RandomStates random_states;
+  if (detail::has_random_state(state)) random_states = detail::gather_random_states(*this);
   save_with(path, [&state, &scaler, &random_states](std::ostream& stream) {
     torch::serialize::OutputArchive archive;
-    c10::List<std::string> names;
-    c10::List<std::string> kinds;
-    for (size_t index = 0; index < state.entries().size(); ++index) {
-      const StateEntry& entry = state.entries()[index];
-      names.push_back(entry.name());
-      kinds.push_back(entry.kind());
-      const std::string key = entry_key(index);
-      std::visit(
-          [&](const auto& target) {
-            using Target = std::decay_t<decltype(target)>;
-            if constexpr (std::is_same<Target, std::shared_ptr<torch::nn::Module>>::value) {
-              torch::serialize::OutputArchive nested;
-              target->save(nested);
-              archive.write(key, nested);
-            } else if constexpr (std::is_same<Target, torch::optim::Optimizer*>::value) {
-              torch::serialize::OutputArchive nested;
-              target->save(nested);
-              archive.write(key, nested);
-            } else if constexpr (std::is_same<Target, torch::Tensor*>::value) {
-              archive.write(key, *target, /*is_buffer=*/true);
-            } else if constexpr (std::is_same<Target, torch::optim::LRScheduler*>::value) {
-              archive.write(key, c10::IValue(static_cast<int64_t>(SchedulerSteps::of(*target))));
-            } else if constexpr (std::is_same<Target, detail::StatefulEntry*>::value) {
-              torch::serialize::OutputArchive nested;
-              target->save_state(nested);
-              archive.write(key, nested);
-            } else if constexpr (std::is_same<Target, RandomState>::value) {
-              torch::serialize::OutputArchive nested;
-              nested.write("world_size", c10::IValue(random_states.world_size));
-              for (size_t rank = 0; rank < random_states.cpu.size(); ++rank) {
-                nested.write("cpu_" + std::to_string(rank), random_states.cpu[rank], /*is_buffer=*/true);
-              }
-              for (size_t rank = 0; rank < random_states.cuda.size(); ++rank) {
-                nested.write("cuda_" + std::to_string(rank), random_states.cuda[rank], /*is_buffer=*/true);
-              }
-              archive.write(key, nested);
-            } else if constexpr (std::is_same<Target, int32_t*>::value) {
-              archive.write(key, c10::IValue(static_cast<int64_t>(*target)));
-            } else if constexpr (std::is_same<Target, float*>::value) {
-              archive.write(key, c10::IValue(static_cast<double>(*target)));
-            } else {
-              archive.write(key, c10::IValue(*target));
-            }
-          },
-          entry.target());
-    }
-    if (scaler.active) {
-      archive.write(kScaleKey, c10::IValue(scaler.scale));
-      archive.write(kGrowthTrackerKey, c10::IValue(scaler.growth_tracker));
-    }
-    archive.write(kFormatKey, c10::IValue(kFormatVersion));
-    archive.write(kNamesKey, c10::IValue(names));
-    archive.write(kKindsKey, c10::IValue(kinds));
+    detail::write_state_archive(
+        archive, state, scaler, random_states,
+        {[](const torch::nn::Module& module, torch::serialize::OutputArchive& nested) { module.save(nested); }, true});
     archive.save_to(stream);
   });
 }
 
 void Fabric::load(const std::string& path, const State& state, bool strict) {
+  // A sharded checkpoint (fsdp) is a directory, loaded by any strategy on
+  // any number of ranks (checkpoint_sharded.cpp).
+  if (detail::is_sharded_checkpoint(path)) {
+    load_sharded(path, state, strict);
+    return;
+  }
   detail::FabricState::MonitorScope scope(state_->monitor.get(), "fabric.load()");
   const auto fail = [&path](const std::string& why) -> void {
     throw CheckpointError("fabric::load: '" + path + "': " + why);

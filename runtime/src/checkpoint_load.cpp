@@ -30,10 +30,11 @@ std::string rank_list(const std::vector<int>& ranks) {
 }  // namespace
 
 void collect_module_tensors(torch::nn::Module& module, torch::serialize::InputArchive& archive,
-                            const std::string& prefix, TensorCopies& copies) {
+                            const std::string& prefix, TensorCopies& copies, bool partial) {
   const auto collect = [&](const std::string& name, const torch::Tensor& target, bool is_buffer) {
     torch::Tensor loaded;
     if (!archive.try_read(name, loaded, is_buffer)) {
+      if (partial) return;
       throw std::runtime_error("the checkpoint has no " + std::string(is_buffer ? "buffer '" : "parameter '") + prefix +
                                name + "'");
     }
@@ -52,9 +53,10 @@ void collect_module_tensors(torch::nn::Module& module, torch::serialize::InputAr
   for (const auto& child : module.named_children()) {
     torch::serialize::InputArchive child_archive;
     if (!archive.try_read(child.key(), child_archive)) {
+      if (partial) continue;
       throw std::runtime_error("the checkpoint has no submodule '" + prefix + child.key() + "'");
     }
-    collect_module_tensors(*child.value(), child_archive, prefix + child.key() + ".", copies);
+    collect_module_tensors(*child.value(), child_archive, prefix + child.key() + ".", copies, partial);
   }
 }
 

@@ -35,8 +35,10 @@ void open_checkpoint(const std::string& path, torch::serialize::InputArchive& ar
 // First every tensor is found and checked (`copies`: target, value), then
 // copied, so that a checkpoint that does not fit changes nothing.
 using TensorCopies = std::vector<std::pair<torch::Tensor, torch::Tensor>>;
+// With `partial` (one rank's part of a sharded checkpoint) tensors and
+// submodules the archive lacks are skipped.
 void collect_module_tensors(torch::nn::Module& module, torch::serialize::InputArchive& archive,
-                            const std::string& prefix, TensorCopies& copies);
+                            const std::string& prefix, TensorCopies& copies, bool partial = false);
 void copy_module_tensors(const TensorCopies& copies);
 
 // Runs one part of a load on this rank; returns what went wrong ("" if

@@ -70,6 +70,7 @@ Fabric::Fabric(Options options) : state_(std::make_unique<detail::FabricState>()
   // fabricize verify: the seed an instrumented original takes first in
   // main, and this rank's record (nothing when FABRIC_VERIFY_RECORD is unset).
   verify::begin(placement.global_rank, placement.world_size);
+  verify::record_strategy(strategy);
 }
 
 CheckpointError::CheckpointError(const std::string& message)
@@ -88,6 +89,13 @@ Fabric::~Fabric() {
       // No launcher of Fabric's watches this job's exits: ranks waiting at
       // the end learn from the store that this one will not come.
       state.monitor->abandon("raised an exception");
+    }
+  }
+  if (!unwinding && state.strategy && state.monitor) {
+    try {
+      state.collective("fabric shutdown", [&] { state.strategy->before_shutdown(); });
+    } catch (const std::exception& error) {
+      std::fprintf(stderr, "fabric: error while shutting down: %s\n", error.what());
     }
   }
   // Rank 0 first waits for the ranks it started (they may still use the
@@ -285,7 +293,11 @@ void broadcast_from_rank_zero(detail::FabricState& state, const char* call, cons
     // Fails with a clear message when ranks built different models.
     c10d::verify_params_across_processes(state.group, trained_parameters, c10::nullopt);
     if (!values.empty()) {
-      c10d::broadcast_coalesced(state.group, values, detail::kBroadcastBucketBytes, 0);
+      // fsdp: a whole-model bucket would be the run's peak (a model about
+      // to be sharded is one that barely fits); the gradient bucket size.
+      const size_t cap =
+          state.context.strategy == "fsdp" ? detail::bucket_bytes(state.options).second : detail::kBroadcastBucketBytes;
+      c10d::broadcast_coalesced(state.group, values, cap, 0);
     }
   });
   for (auto& [value, carrier] : stand_ins) value.copy_(carrier);
@@ -376,7 +388,12 @@ void setup_model(detail::FabricState& state, torch::nn::Module& model, std::shar
   for (const auto& item : all_parameters) {
     if (item.second.requires_grad()) trained.push_back(item);
   }
+  // A model set up again may be sharded (fsdp): whole while it is broadcast.
+  std::function<void()> readable;
+  if (!first_setup)
+    readable = state.collective("fabric.setup()", [&] { return state.strategy->make_parameters_readable(); });
   broadcast_from_rank_zero(state, "fabric.setup()", all_parameters, module->buffers());
+  if (readable) readable();
   // A model set up twice keeps what the strategy attached the first time
   // (a second Reducer on the same parameters would wait for gradients that
   // the first one takes).

@@ -49,13 +49,10 @@ const ChoiceSet& accelerator_choices() {
   return set;
 }
 
-constexpr const char* kParameterSharding =
-    "shards the parameters themselves (ZeRO stage 3), which is not available in C++. "
-    "Sharded strategies that exist: 'zero2' (alias 'deepspeed': optimizer state and "
-    "gradients sharded across ranks) and 'zero1' (optimizer state sharded)";
 constexpr const char* kOffload =
-    "offloads optimizer state to CPU memory, which is not available in C++. Use 'zero2' "
-    "(optimizer state and gradients sharded across ranks)";
+    "offloads parameters or optimizer state to CPU memory, which is not available in C++. Use 'fsdp' "
+    "(parameters, gradients and optimizer state sharded across ranks) or 'zero2' (optimizer state and "
+    "gradients sharded)";
 
 const ChoiceSet& strategy_choices() {
   static const ChoiceSet set{"strategy",
@@ -70,11 +67,12 @@ const ChoiceSet& strategy_choices() {
                               {"deepspeed", "zero2"},
                               {"deepspeed_stage_2", "zero2"},
                               {"zero1", "zero1"},
-                              {"deepspeed_stage_1", "zero1"}},
-                             {{"fsdp", kParameterSharding},
-                              {"fsdp_cpu_offload", kParameterSharding},
-                              {"deepspeed_stage_3", kParameterSharding},
-                              {"deepspeed_stage_3_offload", kParameterSharding},
+                              {"deepspeed_stage_1", "zero1"},
+                              {"fsdp", "fsdp"},
+                              {"zero3", "fsdp"},
+                              {"deepspeed_stage_3", "fsdp"}},
+                             {{"fsdp_cpu_offload", kOffload},
+                              {"deepspeed_stage_3_offload", kOffload},
                               {"deepspeed_stage_2_offload", kOffload},
                               {"ddp_spawn"},
                               {"ddp_fork"},
@@ -366,6 +364,25 @@ Options& Options::bucket_cap_mb(double value) {
                                 ": it must be a size in MiB > 0 (PyTorch's default is 25).");
   }
   bucket_cap_mb_ = value;
+  return *this;
+}
+
+Options& Options::fsdp_min_num_params(int64_t value) {
+  if (value < 1) {
+    throw std::invalid_argument("fabric: invalid fsdp_min_num_params " + std::to_string(value) +
+                                ": it must be a parameter count >= 1 (a module whose parameters not yet in a "
+                                "unit number at least this many becomes a unit of its own)");
+  }
+  fsdp_min_num_params_ = value;
+  return *this;
+}
+
+Options& Options::fsdp_state_dict_type(const std::string& value) {
+  if (value != "sharded" && value != "full") {
+    throw std::invalid_argument("fabric: invalid fsdp_state_dict_type '" + value +
+                                "': 'sharded' (every rank writes its part into a directory) or 'full' (one file)");
+  }
+  fsdp_state_dict_type_ = value;
   return *this;
 }
 

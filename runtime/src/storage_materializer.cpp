@@ -2,6 +2,7 @@
 
 #include <ATen/record_function.h>
 
+#include <algorithm>
 #include <atomic>
 #include <mutex>
 #include <unordered_map>
@@ -15,15 +16,22 @@ struct StorageMaterializer::State {
   struct Group {
     std::vector<c10::intrusive_ptr<c10::StorageImpl>> storages;
     std::vector<size_t> bytes;
+    std::vector<bool> kept;
     bool resident = true;
   };
   std::vector<Group> groups;
   std::atomic<uint64_t> on_demand{0};
+  bool release_others_on_demand = false;
+  int pinned = 0;
   // Held while a group is released or brought back: another thread reading
   // the group waits for its bytes.
-  mutable std::mutex mutex;
+  mutable std::recursive_mutex mutex;
 
   void materialize(size_t group, bool on_demand_read);
+  void release(size_t group);
+  // An operator reads `needed` (sorted): the others are released first
+  // (when so configured), then the needed ones brought back in order.
+  void bring_back_for_operator(const std::vector<size_t>& needed);
 };
 
 namespace {
@@ -43,8 +51,8 @@ Registry& registry() {
   return *instance;
 }
 
-// This thread is filling a group: the operators it runs (copy_, an
-// all-gather) must not look for released storages again.
+// This thread is filling a group (or paused): the operators it runs (copy_,
+// an all-gather) must not look for released storages again.
 thread_local bool filling = false;
 
 class FillingScope {
@@ -56,7 +64,10 @@ class FillingScope {
   bool outer_;
 };
 
-void bring_back_storage_of(const at::Tensor& tensor) {
+// The groups an operator's inputs belong to, per materializer.
+using Needed = std::vector<std::pair<std::shared_ptr<StorageMaterializer::State>, std::vector<size_t>>>;
+
+void note_storage_of(const at::Tensor& tensor, Needed& needed) {
   if (!tensor.defined() || !tensor.has_storage()) return;
   const c10::StorageImpl* storage = tensor.storage().unsafeGetStorageImpl();
   std::shared_ptr<StorageMaterializer::State> owner;
@@ -69,44 +80,86 @@ void bring_back_storage_of(const at::Tensor& tensor) {
     owner = found->second.first.lock();
     group = found->second.second;
   }
-  if (owner) owner->materialize(group, true);
+  if (!owner) return;
+  for (auto& [state, groups] : needed) {
+    if (state == owner) {
+      if (std::find(groups.begin(), groups.end(), group) == groups.end()) groups.push_back(group);
+      return;
+    }
+  }
+  needed.push_back({owner, {group}});
 }
 
-void bring_back_inputs(const c10::IValue& value) {
+void note_inputs(const c10::IValue& value, Needed& needed) {
   if (value.isTensor()) {
-    bring_back_storage_of(value.toTensor());
+    note_storage_of(value.toTensor(), needed);
   } else if (value.isTensorList()) {
-    for (const at::Tensor& tensor : value.toTensorVector()) bring_back_storage_of(tensor);
+    for (const at::Tensor& tensor : value.toTensorVector()) note_storage_of(tensor, needed);
   } else if (value.isList()) {
-    for (const c10::IValue& element : value.toListRef()) bring_back_inputs(element);
+    for (const c10::IValue& element : value.toListRef()) note_inputs(element, needed);
   }
 }
 
 std::unique_ptr<at::ObserverContext> on_operator_start(const at::RecordFunction& call) {
   if (filling || registry().released_groups.load(std::memory_order_acquire) == 0) return nullptr;
   FillingScope scope;
-  for (const c10::IValue& input : call.inputs()) bring_back_inputs(input);
+  Needed needed;
+  for (const c10::IValue& input : call.inputs()) note_inputs(input, needed);
+  for (auto& [state, groups] : needed) {
+    std::sort(groups.begin(), groups.end());
+    state->bring_back_for_operator(groups);
+  }
   return nullptr;
 }
 
 }  // namespace
 
 void StorageMaterializer::State::materialize(size_t group, bool on_demand_read) {
-  std::lock_guard<std::mutex> lock(mutex);
+  std::lock_guard<std::recursive_mutex> lock(mutex);
   Group& entry = groups.at(group);
   if (entry.resident) return;
   FillingScope scope;
   for (size_t i = 0; i < entry.storages.size(); ++i) {
+    if (entry.kept[i]) continue;
     c10::StorageImpl& storage = *entry.storages[i];
     c10::Allocator* allocator = storage.allocator();
     if (allocator == nullptr) allocator = c10::GetAllocator(storage.device_type());
     storage.set_data_ptr_noswap(allocator->allocate(entry.bytes[i]));
     storage.set_nbytes(entry.bytes[i]);
   }
-  fill(group);
+  // Resident before the fill: a fill that throws leaves the group readable
+  // (its values unfilled) rather than half released.
   entry.resident = true;
   registry().released_groups.fetch_sub(1, std::memory_order_acq_rel);
+  fill(group);
   if (on_demand_read) on_demand.fetch_add(1, std::memory_order_relaxed);
+}
+
+void StorageMaterializer::State::release(size_t group) {
+  std::lock_guard<std::recursive_mutex> lock(mutex);
+  Group& entry = groups.at(group);
+  if (!entry.resident) return;
+  for (size_t i = 0; i < entry.storages.size(); ++i) {
+    if (entry.kept[i]) continue;
+    c10::StorageImpl& storage = *entry.storages[i];
+    storage.set_data_ptr_noswap(at::DataPtr(nullptr, storage.device()));
+    storage.set_nbytes(0);
+  }
+  entry.resident = false;
+  registry().released_groups.fetch_add(1, std::memory_order_acq_rel);
+}
+
+void StorageMaterializer::State::bring_back_for_operator(const std::vector<size_t>& needed) {
+  std::lock_guard<std::recursive_mutex> lock(mutex);
+  bool any_released = false;
+  for (size_t group : needed) any_released = any_released || !groups.at(group).resident;
+  if (!any_released) return;
+  if (release_others_on_demand && pinned == 0) {
+    for (size_t group = 0; group < groups.size(); ++group) {
+      if (!std::binary_search(needed.begin(), needed.end(), group)) release(group);
+    }
+  }
+  for (size_t group : needed) materialize(group, true);
 }
 
 StorageMaterializer::StorageMaterializer(Fill fill) : state_(std::make_shared<State>()) {
@@ -124,7 +177,7 @@ StorageMaterializer::StorageMaterializer(Fill fill) : state_(std::make_shared<St
 StorageMaterializer::~StorageMaterializer() {
   // The tensors outlive this object (the model holds them): they get their
   // bytes back, or stay empty if the fill cannot run any more.
-  for (size_t group = 0; group < state_->groups.size(); ++group) {
+  for (size_t group = 0; state_->fill && group < state_->groups.size(); ++group) {
     try {
       state_->materialize(group, false);
     } catch (...) {
@@ -140,9 +193,11 @@ StorageMaterializer::~StorageMaterializer() {
   }
 }
 
-size_t StorageMaterializer::add_group(const std::vector<at::Tensor>& tensors) {
+size_t StorageMaterializer::add_group(const std::vector<at::Tensor>& tensors, const std::vector<bool>& kept) {
+  TORCH_CHECK(kept.empty() || kept.size() == tensors.size(), "fabric: add_group: one kept flag per tensor");
   State::Group group;
-  for (const at::Tensor& tensor : tensors) {
+  for (size_t t = 0; t < tensors.size(); ++t) {
+    const at::Tensor& tensor = tensors[t];
     TORCH_CHECK(tensor.has_storage(), "fabric: a tensor without storage cannot be released");
     c10::intrusive_ptr<c10::StorageImpl> storage =
         c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(tensor.storage().unsafeGetStorageImpl());
@@ -150,9 +205,10 @@ size_t StorageMaterializer::add_group(const std::vector<at::Tensor>& tensors) {
     for (const auto& known : group.storages) seen = seen || known.get() == storage.get();
     if (seen) continue;
     group.bytes.push_back(storage->nbytes());
+    group.kept.push_back(!kept.empty() && kept[t]);
     group.storages.push_back(std::move(storage));
   }
-  std::lock_guard<std::mutex> lock(state_->mutex);
+  std::lock_guard<std::recursive_mutex> lock(state_->mutex);
   const size_t index = state_->groups.size();
   Registry& all = registry();
   {
@@ -166,16 +222,36 @@ size_t StorageMaterializer::add_group(const std::vector<at::Tensor>& tensors) {
   return index;
 }
 
-void StorageMaterializer::release(size_t group) {
-  std::lock_guard<std::mutex> lock(state_->mutex);
-  State::Group& entry = state_->groups.at(group);
-  if (!entry.resident) return;
-  for (const auto& storage : entry.storages) {
-    storage->set_data_ptr_noswap(at::DataPtr(nullptr, storage->device()));
-    storage->set_nbytes(0);
+void StorageMaterializer::release(size_t group) { state_->release(group); }
+
+void StorageMaterializer::release_all() {
+  for (size_t group = 0; group < groups(); ++group) release(group);
+}
+
+void StorageMaterializer::set_release_others_on_demand(bool release) {
+  std::lock_guard<std::recursive_mutex> lock(state_->mutex);
+  state_->release_others_on_demand = release;
+}
+
+void StorageMaterializer::pin_all() {
+  {
+    std::lock_guard<std::recursive_mutex> lock(state_->mutex);
+    ++state_->pinned;
   }
-  entry.resident = false;
-  registry().released_groups.fetch_add(1, std::memory_order_acq_rel);
+  materialize_all();
+}
+
+void StorageMaterializer::unpin_all() {
+  {
+    std::lock_guard<std::recursive_mutex> lock(state_->mutex);
+    if (state_->pinned == 0 || --state_->pinned > 0) return;
+  }
+  release_all();
+}
+
+void StorageMaterializer::abandon() {
+  std::lock_guard<std::recursive_mutex> lock(state_->mutex);
+  state_->fill = nullptr;
 }
 
 void StorageMaterializer::materialize(size_t group) { state_->materialize(group, false); }
@@ -185,16 +261,19 @@ void StorageMaterializer::materialize_all() {
 }
 
 bool StorageMaterializer::resident(size_t group) const {
-  std::lock_guard<std::mutex> lock(state_->mutex);
+  std::lock_guard<std::recursive_mutex> lock(state_->mutex);
   return state_->groups.at(group).resident;
 }
 
 size_t StorageMaterializer::groups() const {
-  std::lock_guard<std::mutex> lock(state_->mutex);
+  std::lock_guard<std::recursive_mutex> lock(state_->mutex);
   return state_->groups.size();
 }
 
 uint64_t StorageMaterializer::materialized_on_demand() const { return state_->on_demand.load(); }
+
+StorageMaterializer::Pause::Pause() : outer_(filling) { filling = true; }
+StorageMaterializer::Pause::~Pause() { filling = outer_; }
 
 }  // namespace detail
 }  // namespace fabric

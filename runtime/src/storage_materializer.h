@@ -46,9 +46,27 @@ class StorageMaterializer {
   StorageMaterializer& operator=(const StorageMaterializer&) = delete;
 
   // Registers tensors as one group (resident). Returns the group's number.
-  size_t add_group(const std::vector<at::Tensor>& tensors);
-  // Gives the group's memory back; its tensors keep their sizes.
+  // A tensor marked `kept` keeps its bytes when the group is released (the
+  // shard this rank owns); reading it still brings the whole group back,
+  // so that every rank runs the fill at the same operator.
+  size_t add_group(const std::vector<at::Tensor>& tensors, const std::vector<bool>& kept = {});
+  // Gives the group's memory back (but the kept tensors'); its tensors keep
+  // their sizes.
   void release(size_t group);
+  void release_all();
+  // When an operator brings a group back, every other resident group that
+  // the operator does not read is released first: at most one group's
+  // worth of memory is resident between operators (fsdp's reshard after
+  // each unit's forward and backward).
+  void set_release_others_on_demand(bool release);
+  // Brings every group back and keeps them resident (no group is released
+  // on demand) until unpin_all(), which releases them: for code that reads
+  // the memory without operators (a checkpoint's writer).
+  void pin_all();
+  void unpin_all();
+  // The fill cannot run any more: released groups stay released when this
+  // object is destroyed (reading them fails) rather than get unfilled bytes.
+  void abandon();
   // Brings the group back now (allocates, then fills), if released.
   void materialize(size_t group);
   void materialize_all();
@@ -56,6 +74,20 @@ class StorageMaterializer {
   size_t groups() const;
   // How many times a group was brought back by an operator reading it.
   uint64_t materialized_on_demand() const;
+
+  // While one exists on a thread, that thread's operators bring nothing
+  // back: for code that reads only kept tensors (an optimizer stepping the
+  // shards this rank owns) and must not start a collective fill.
+  class Pause {
+   public:
+    Pause();
+    ~Pause();
+    Pause(const Pause&) = delete;
+    Pause& operator=(const Pause&) = delete;
+
+   private:
+    bool outer_;
+  };
 
   struct State;
 

@@ -303,6 +303,7 @@ std::unique_ptr<Strategy> make_strategy(const StrategyContext& context) {
       {"ddp", [](const StrategyContext& c) -> std::unique_ptr<Strategy> { return std::make_unique<DdpStrategy>(c); }},
       {"zero1", [](const StrategyContext& c) { return make_sharded_strategy(c, 1); }},
       {"zero2", [](const StrategyContext& c) { return make_sharded_strategy(c, 2); }},
+      {"fsdp", [](const StrategyContext& c) { return make_sharded_strategy(c, 3); }},
       {"single_device",
        [](const StrategyContext& c) -> std::unique_ptr<Strategy> { return std::make_unique<SingleDeviceStrategy>(c); }},
   };

@@ -7,6 +7,9 @@
 //   single_device  nothing to do (one process)
 //   ddp            one c10d::Reducer per model: bucketed gradient all-reduce
 //                  overlapped with backward (PyTorch's DDP)
+//   fsdp           zero2 plus the parameters: a rank keeps only those it
+//                  owns and gathers a unit's others around its use
+//                  (strategy_fsdp.cpp)
 //   zero1, zero2   ZeRO-style sharding: every trained parameter has one owner
 //                  rank, which alone holds its optimizer state (and, zero2,
 //                  its gradient after backward) and updates it; fabric.step()
@@ -141,11 +144,26 @@ class Strategy {
   // not own.
   virtual void optimizer_loaded(torch::optim::Optimizer& optimizer) { (void)optimizer; }
 
+  // The rank that alone holds `parameter`'s values between uses (fsdp), or
+  // -1 when every rank holds them.
+  virtual int owner_of(const at::Tensor& parameter) const {
+    (void)parameter;
+    return -1;
+  }
+  // Collective. Makes every set-up parameter's memory whole on this rank
+  // (fsdp releases what other ranks own) for code that reads it without
+  // operators (a checkpoint's writer, a broadcast); the returned function
+  // undoes that (call it on every rank; it may be empty).
+  virtual std::function<void()> make_parameters_readable() { return {}; }
+  // Collective, in ~Fabric once every rank got there: the set-up models are
+  // left whole for code that uses them after the Fabric.
+  virtual void before_shutdown() {}
+
  protected:
   const StrategyContext& context_;
 };
 
-// "single_device", "ddp", "zero1" or "zero2" (resolved names).
+// "single_device", "ddp", "zero1", "zero2" or "fsdp" (resolved names).
 std::unique_ptr<Strategy> make_strategy(const StrategyContext& context);
 
 // DDP's gradient synchronization; also the all-reduce of "zero1".

@@ -41,6 +41,10 @@ def run(program, devices, checkpoint, *extra, timeout=300):
 
 
 def final_hash(output):
+    # A strategy chosen through LT_STRATEGY must be the one that ran.
+    wanted = os.environ.get("LT_STRATEGY")
+    if wanted and not re.search(rf"^strategy {re.escape(wanted)}$", output, re.M):
+        fail(f"LT_STRATEGY={wanted}, but the program did not run with it:\n{output}")
     found = re.search(r"^final ([0-9a-f]{16}) steps (\d+)$", output, re.M)
     if not found:
         fail(f"no final line in:\n{output}")

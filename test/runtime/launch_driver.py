@@ -32,6 +32,11 @@
       bit for bit; the losses match a "ddp" run to float tolerance; a "ddp"
       job resumes from the zero2 checkpoint (same file format) with the
       same losses.
+  launch_driver.py fsdp_checkpoint PROGRAM
+      The same under "fsdp", and the checkpoint saved on 2 ranks loaded on 1
+      and on 4 (the set-up model equals a plain model loaded from the file,
+      the optimizer shards add up to its state, training goes on), and the
+      trained model exported to one file that plain torch::load reads.
   launch_driver.py timeout PROGRAM
       Rank 1 sleeps instead of joining an all-reduce: rank 0 fails after the
       configured 2 s collective timeout with a message that says so, and the
@@ -530,8 +535,8 @@ def checkpoint(program):
             print("kill during save: the previous checkpoint (step 1) loads")
 
 
-def resume_losses(case, program, directory, strategy, phase):
-    code, stdout, stderr = run_job(case, [program, "resume", "--devices=2", f"--dir={directory}",
+def resume_losses(case, program, directory, strategy, phase, devices=2):
+    code, stdout, stderr = run_job(case, [program, "resume", f"--devices={devices}", f"--dir={directory}",
                                           f"--phase={phase}", f"--strategy={strategy}"])
     if code != 0:
         report(case, f"exit code {code}:\n{stderr}")
@@ -542,19 +547,25 @@ def loss_values(lines):
     return [float.fromhex(line.split()[-1]) for line in lines]
 
 
-def zero_checkpoint(program):
+def zero_checkpoint(program, strategy="zero2"):
     with tempfile.TemporaryDirectory() as directory:
-        full = resume_losses("zero2 full", program, directory, "zero2", "full")
-        first = resume_losses("zero2 first", program, directory, "zero2", "first")
-        second = resume_losses("zero2 second", program, directory, "zero2", "second")
-        # The zero2 checkpoint (written by "first") resumed under ddp.
-        ddp_second = resume_losses("ddp from zero2", program, directory, "ddp", "second")
+        full = resume_losses(f"{strategy} full", program, directory, strategy, "full")
+        first = resume_losses(f"{strategy} first", program, directory, strategy, "first")
+        second = resume_losses(f"{strategy} second", program, directory, strategy, "second")
+        # The checkpoint (written by "first") resumed under ddp.
+        ddp_second = resume_losses(f"ddp from {strategy}", program, directory, "ddp", "second")
+        if strategy == "fsdp":
+            # Saved on 2 ranks, loaded on 1 and on 4 (other owners, other
+            # units' shards), and exported for plain torch::load.
+            for devices in (1, 4):
+                if not resume_losses(f"fsdp reload on {devices}", program, directory, "fsdp", "reload", devices):
+                    report(f"fsdp reload on {devices}", "it trained no step after loading")
     with tempfile.TemporaryDirectory() as directory:
         ddp_full = resume_losses("ddp full", program, directory, "ddp", "full")
     if len(full) != 8 or first + second != full:
-        report("zero2 resume", f"losses differ:\n full:    {full}\n resumed: {first + second}")
+        report(f"{strategy} resume", f"losses differ:\n full:    {full}\n resumed: {first + second}")
     else:
-        print(f"zero2 resume: 8 losses identical bit for bit, last {full[-1]}")
+        print(f"{strategy} resume: 8 losses identical bit for bit, last {full[-1]}")
 
     def close(case, left, right):
         if len(left) != len(right) or not left:
@@ -567,8 +578,8 @@ def zero_checkpoint(program):
         else:
             print(f"{case}: {len(left)} losses agree (largest relative difference {worst:.1e})")
 
-    close("zero2 vs ddp, 8 Adam steps", full, ddp_full)
-    close("ddp resumed from a zero2 checkpoint", first + ddp_second, full)
+    close(f"{strategy} vs ddp, 8 Adam steps", full, ddp_full)
+    close(f"ddp resumed from a {strategy} checkpoint", first + ddp_second, full)
 
 
 def collective_timeout(program):
@@ -1215,6 +1226,7 @@ def main():
     commands = {"failures": (failures, 3), "torchrun": (torchrun, 3), "cluster_envs": (cluster_envs, 3),
                 "fabric_run": (fabric_run, 4), "checkpoint": (checkpoint, 3),
                 "loggers": (loggers, 3), "zero_checkpoint": (zero_checkpoint, 3),
+                "fsdp_checkpoint": (lambda program: zero_checkpoint(program, "fsdp"), 3),
                 "timeout": (collective_timeout, 3), "divergence": (divergence, 3),
                 "divergence_external": (divergence_external, 4), "late_work": (late_work, 3),
                 "paths": (paths, 3), "paths_external": (paths_external, 4),

@@ -138,6 +138,8 @@ struct Arguments {
   std::string strategy = "ddp";
   std::string precision = "32-true";
   double bucket_cap_mb = 25;
+  int64_t fsdp_min_num_params = 1000000;
+  std::string fsdp_state_dict_type = "sharded";
   bool find_unused = false;
   bool uncaught = false;
   int unused_rank = -1;
@@ -172,6 +174,8 @@ Arguments parse_arguments(int argc, char** argv) {
     if (name == "--strategy") arguments.strategy = value;
     if (name == "--precision") arguments.precision = value;
     if (name == "--bucket-cap-mb") arguments.bucket_cap_mb = std::stod(value);
+    if (name == "--fsdp-min-num-params") arguments.fsdp_min_num_params = std::stoll(value);
+    if (name == "--fsdp-state-dict-type") arguments.fsdp_state_dict_type = value;
     if (name == "--find-unused") arguments.find_unused = value == "1";
     if (name == "--uncaught") arguments.uncaught = value == "1";
     if (name == "--unused-rank") arguments.unused_rank = std::stoi(value);
@@ -885,6 +889,8 @@ int run_state_checks(const Arguments& arguments) {
   return 0;
 }
 
+std::pair<int64_t, int64_t> adam_state(const torch::optim::Adam& optimizer);
+
 int run_resume(const Arguments& arguments) {
   fabric::Fabric fabric(
       fabric::Options().accelerator("cpu").devices(arguments.devices).strategy(arguments.strategy));
@@ -906,6 +912,27 @@ int run_resume(const Arguments& arguments) {
   } else if (arguments.phase == "second") {
     fabric.load(path, state);
     train_steps(fabric, model, optimizer, static_cast<int>(step), 4, true);
+  } else if (arguments.phase == "reload") {
+    // A checkpoint of another rank count (fsdp: other owners): the set-up
+    // model holds exactly what a plain model loads from the file, the ranks'
+    // optimizer shards add up to the file's state, and training goes on.
+    fabric.load(path, state);
+    Net plain;
+    torch::optim::Adam plain_optimizer(plain->parameters(), 0.01);
+    int64_t plain_step = 0;
+    fabric.load(path, {{"model", plain}, {"optimizer", plain_optimizer}, {"step", plain_step}});
+    check_same_state(*model, *plain, "the loaded model differs from the checkpoint");
+    const auto held = fabric.all_reduce(torch::tensor(adam_state(optimizer).first), fabric::ReduceOp::Sum);
+    check(held.item<int64_t>() == adam_state(plain_optimizer).first,
+          "the ranks' optimizer state after load does not add up to the checkpoint's");
+    train_steps(fabric, model, optimizer, static_cast<int>(step), 2, true);
+    // The consolidated export: one file plain torch::load reads.
+    const std::string exported = arguments.dir + "/export_" + std::to_string(fabric.world_size()) + ".pt";
+    fabric.save(exported, model);
+    Net inference;
+    torch::load(inference, exported);
+    check_same_state(*model, *inference, "the exported model differs from the trained one");
+    fabric.print("reloaded on", fabric.world_size(), "ranks: model, optimizer shards and export agree");
   } else {
     fail("unknown --phase");
   }
@@ -1068,12 +1095,15 @@ int run_zero_checks(const Arguments& arguments) {
                             .devices(arguments.devices)
                             .strategy(arguments.strategy)
                             .precision(arguments.precision)
-                            .bucket_cap_mb(arguments.bucket_cap_mb));
+                            .bucket_cap_mb(arguments.bucket_cap_mb)
+                            .fsdp_min_num_params(arguments.fsdp_min_num_params)
+                            .fsdp_state_dict_type(arguments.fsdp_state_dict_type));
   fabric.launch();
   this_rank = fabric.global_rank();
   const std::string& strategy = fabric.options().strategy();
-  check(strategy == "zero1" || strategy == "zero2", "not a sharded strategy: " + strategy);
-  const bool stage2 = strategy == "zero2";
+  check(strategy == "zero1" || strategy == "zero2" || strategy == "fsdp", "not a sharded strategy: " + strategy);
+  const bool stage2 = strategy != "zero1";  // gradients on their owners only
+  const bool fsdp = strategy == "fsdp";
   const bool scaled = arguments.precision == "16-mixed";
   const int rank = fabric.global_rank();
   const int world = fabric.world_size();
@@ -1161,6 +1191,18 @@ int run_zero_checks(const Arguments& arguments) {
     }
     fabric.step(optimizer);
     reference_step(step);
+    if (fsdp && world > 1) {
+      // Between steps a rank holds the bytes of the parameters it owns
+      // only (nothing has read the model since the step).
+      int64_t held = 0;
+      int64_t whole = 0;
+      for (const auto& item : parameters) {
+        whole += item.value().numel();
+        if (item.value().storage().nbytes() > 0) held += item.value().numel();
+      }
+      check(held > 0 && held < whole, "fsdp: this rank holds " + std::to_string(held) + " of " +
+                                          std::to_string(whole) + " parameter values between steps");
+    }
   }
   const double difference = max_relative_difference(*model, *reference);
   check(difference < 1e-5, strategy + " differs from the whole-batch run after " +
@@ -1205,6 +1247,37 @@ int run_zero_checks(const Arguments& arguments) {
       std::to_string(::getpid()) + ".ckpt");
   fabric.save(path, fabric::State{{"model", model}, {"optimizer", optimizer}, {"step", step}});
   check(adam_state(optimizer).first == bytes, "save left other ranks' state in this rank's optimizer");
+  if (fsdp && arguments.fsdp_state_dict_type == "full") {
+    check(std::filesystem::is_regular_file(path), "fsdp, state dict type 'full': no checkpoint file at " + path);
+  } else if (fsdp && world > 1) {
+    // Sharded (the default): a directory in which each rank wrote about its
+    // share of the parameters and optimizer state, never the whole.
+    std::ifstream latest(path + "/latest");
+    int64_t generation = 0, parts = 0;
+    latest >> generation >> parts;
+    check(parts == world, "fsdp: the sharded checkpoint has " + std::to_string(parts) + " parts");
+    // The model's values in this rank's part: each parameter in exactly one
+    // part, none holding them all.
+    torch::serialize::InputArchive part, saved_model;
+    part.load_from(path + "/gen-" + std::to_string(generation) + "/shard-" + std::to_string(rank) + "-of-" +
+                   std::to_string(world) + ".pt");
+    part.read("entry0", saved_model);
+    int64_t values_in_part = 0, values = 0;
+    for (const auto& child : model->named_children()) {
+      torch::serialize::InputArchive saved_child;
+      const bool has_child = saved_model.try_read(child.key(), saved_child);
+      for (const auto& item : child.value()->named_parameters(/*recurse=*/false)) {
+        values += item.value().numel();
+        torch::Tensor saved;
+        if (has_child && saved_child.try_read(item.key(), saved)) values_in_part += saved.numel();
+      }
+    }
+    const auto in_all_parts = fabric.all_reduce(torch::tensor(values_in_part), fabric::ReduceOp::Sum).item<int64_t>();
+    fabric.print("fsdp: rank 0's part holds", values_in_part, "of", values, "parameter values");
+    check(values_in_part > 0 && values_in_part < values && in_all_parts == values,
+          "fsdp: this rank's part holds " + std::to_string(values_in_part) + " of " + std::to_string(values) +
+              " parameter values (all parts: " + std::to_string(in_all_parts) + ")");
+  }
   {
     SquareNet plain;  // never set up: loads everything the file holds
     torch::optim::Adam plain_optimizer(plain->parameters(), 0.01);
@@ -1272,7 +1345,14 @@ int run_zero_checks(const Arguments& arguments) {
   check_error(error_of([&] { fabric.setup_optimizer(lbfgs); }), "LBFGS", "LBFGS under a sharded strategy");
 
   // optimizer.step() instead of fabric.step(optimizer): caught by the next
-  // backward on every rank, before any collective.
+  // backward on every rank, before any collective (fsdp: scenario
+  // fsdp_direct_step).
+  if (fsdp) {
+    fabric.barrier("zero checks done");
+    if (fabric.is_global_zero()) std::remove(path.c_str());
+    fabric.print(strategy, "checks passed on", world, "ranks");
+    return 0;
+  }
   optimizer.zero_grad();
   fabric.backward(local_loss(0));
   optimizer.step();
@@ -1282,6 +1362,25 @@ int run_zero_checks(const Arguments& arguments) {
   fabric.barrier("zero checks done");
   if (fabric.is_global_zero()) std::remove(path.c_str());
   fabric.print(strategy, "checks passed on", world, "ranks");
+  return 0;
+}
+
+// fsdp, optimizer.step() instead of fabric.step(optimizer): each rank's
+// optimizer reads the parameters it owns, which are in different units on
+// different ranks; the first unit brought back finds that out and ends the
+// job with the reason (expected to fail, with that message).
+int run_fsdp_direct_step(const Arguments& arguments) {
+  fabric::Fabric fabric(
+      fabric::Options().accelerator("cpu").devices(arguments.devices).strategy("fsdp").fsdp_min_num_params(1000));
+  fabric.launch();
+  this_rank = fabric.global_rank();
+  torch::manual_seed(5);
+  SquareNet model;
+  torch::optim::Adam optimizer(model->parameters(), 0.01);
+  fabric.setup(model, optimizer);
+  fabric.backward(model->forward(torch::randn({4, 32})).pow(2).mean());
+  optimizer.step();
+  fabric.print("optimizer.step() was not caught");
   return 0;
 }
 
@@ -2660,6 +2759,7 @@ int main(int argc, char** argv) {
   if (arguments.scenario == "scaler") return run_scaler_checks(arguments);
   if (arguments.scenario == "ddp") return run_ddp_checks(arguments);
   if (arguments.scenario == "zero") return run_zero_checks(arguments);
+  if (arguments.scenario == "fsdp_direct_step") return run_fsdp_direct_step(arguments);
   if (arguments.scenario == "unused") return run_unused_checks(arguments);
   if (arguments.scenario == "index_sampler") return run_index_sampler_checks(arguments);
   if (arguments.scenario == "hang") return run_hang(arguments);

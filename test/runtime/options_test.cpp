@@ -62,14 +62,11 @@ TEST(Options, ChainsAndCanonicalizes) {
 }
 
 TEST(Options, MistypedStrategyNamesTheNearestAndTheValidOnes) {
-  // The seed program's typo: "fspd" for "fsdp", which C++ lacks: the
-  // answer names the sharded strategies that exist.
+  // The seed program's typo: "fspd" for "fsdp".
   const std::string message = invalid_argument_message([] { fabric::Options().strategy("fspd"); });
   EXPECT_TRUE(contains(message, "invalid strategy 'fspd'")) << message;
   EXPECT_TRUE(contains(message, "did you mean 'fsdp'?")) << message;
-  EXPECT_TRUE(contains(message, "'fsdp' shards the parameters themselves")) << message;
-  EXPECT_TRUE(contains(message, "not available in C++")) << message;
-  EXPECT_TRUE(contains(message, "'zero2'") && contains(message, "'zero1'")) << message;
+  EXPECT_TRUE(contains(message, "'fsdp'") && contains(message, "'zero2'") && contains(message, "'zero1'")) << message;
   EXPECT_TRUE(contains(message, "'ddp'") && contains(message, "'auto'") &&
               contains(message, "'single_device'"))
       << message;
@@ -91,20 +88,20 @@ TEST(Options, ShardedStrategiesAndLightningNames) {
   EXPECT_EQ(fabric::Options().strategy("DeepSpeed_Stage_2").strategy(), "zero2");
   EXPECT_EQ(fabric::Options().strategy("zero1").strategy(), "zero1");
   EXPECT_EQ(fabric::Options().strategy("deepspeed_stage_1").strategy(), "zero1");
-  // Parameter sharding is rejected, naming what exists instead.
-  for (const char* strategy : {"fsdp", "deepspeed_stage_3", "fsdp_cpu_offload"}) {
-    const std::string message = invalid_argument_message([&] { fabric::Options().strategy(strategy); });
-    EXPECT_TRUE(contains(message, std::string("strategy '") + strategy +
-                                      "' shards the parameters themselves (ZeRO stage 3), which "
-                                      "is not available in C++"))
-        << message;
-    EXPECT_TRUE(contains(message, "'zero2' (alias 'deepspeed'")) << message;
-    EXPECT_TRUE(contains(message, "'zero1' (optimizer state sharded)")) << message;
+  // Parameter sharding, by Lightning's names.
+  EXPECT_EQ(fabric::Options().strategy("fsdp").strategy(), "fsdp");
+  EXPECT_EQ(fabric::Options().strategy("zero3").strategy(), "fsdp");
+  EXPECT_EQ(fabric::Options().strategy("deepspeed_stage_3").strategy(), "fsdp");
+  EXPECT_EQ(fabric::Options().fsdp_min_num_params(), 1000000);
+  EXPECT_EQ(fabric::Options().fsdp_min_num_params(10).fsdp_min_num_params(), 10);
+  EXPECT_TRUE(contains(invalid_argument_message([] { fabric::Options().fsdp_min_num_params(0); }),
+                       "invalid fsdp_min_num_params 0"));
+  // Offloading is refused, naming what exists instead.
+  for (const char* strategy : {"deepspeed_stage_2_offload", "fsdp_cpu_offload", "deepspeed_stage_3_offload"}) {
+    const std::string offload = invalid_argument_message([&] { fabric::Options().strategy(strategy); });
+    EXPECT_TRUE(contains(offload, "offloads parameters or optimizer state to CPU memory")) << offload;
+    EXPECT_TRUE(contains(offload, "Use 'fsdp'") && contains(offload, "'zero2'")) << offload;
   }
-  const std::string offload =
-      invalid_argument_message([] { fabric::Options().strategy("deepspeed_stage_2_offload"); });
-  EXPECT_TRUE(contains(offload, "offloads optimizer state to CPU memory")) << offload;
-  EXPECT_TRUE(contains(offload, "Use 'zero2'")) << offload;
   const std::string near = invalid_argument_message([] { fabric::Options().strategy("zer02"); });
   EXPECT_TRUE(contains(near, "did you mean 'zero2'?")) << near;
 }

@@ -67,6 +67,7 @@ int main(int argc, char** argv) {
   }
   fabric::Fabric fabric(fabric::Options().accelerator("cpu").devices(devices));
   fabric.launch();
+  fabric.print() << "strategy " << fabric.options().strategy() << std::endl;
   torch::manual_seed(5);
   const auto x = torch::randn({203, 6});
   const auto y = x.sum(1, true).sin() + 0.1 * torch::randn({203, 1});

@@ -149,7 +149,15 @@ def main():
     if code == 2:
         return
     with open(report) as f:
-        verdicts = {c["id"]: c["verdict"] for c in json.load(f)["checks"]}
+        checks = json.load(f)["checks"]
+        verdicts = {c["id"]: c["verdict"] for c in checks}
+    # A strategy chosen with LT_STRATEGY (as a user switches a migrated
+    # program) must be the one the 2-rank run trained with.
+    wanted = os.environ.get("LT_STRATEGY")
+    if wanted:
+        details = " ".join(" ".join(c.get("details", [])) for c in checks if c["id"] == "two-ranks-run")
+        if f"strategy '{wanted}'" not in details:
+            fail(f"LT_STRATEGY={wanted}, but the 2-rank run did not report it: {details!r}")
     with open(os.path.splitext(report)[0] + ".md") as f:
         if "# fabricize verify" not in f.read():
             fail("the Markdown summary is missing its title")

@@ -644,6 +644,8 @@ class Fabric {
   // rank then learns the outcome (throws everywhere on failure).
   template <class Write>
   void save_with(const std::string& path, Write&& write) {
+    // Sharded parameters (fsdp) are whole on every rank while rank 0 writes.
+    const std::shared_ptr<void> readable = hold_parameters_readable();
     std::string error;
     if (is_global_zero()) {
       try {
@@ -658,6 +660,14 @@ class Fabric {
     finish_save(path, error);
   }
   void finish_save(const std::string& path, const std::string& error_on_rank_zero);
+  // Collective: every set-up parameter's memory whole until the result is
+  // destroyed (on every rank).
+  std::shared_ptr<void> hold_parameters_readable();
+  // fsdp's sharded checkpoints (checkpoint_sharded.cpp): a directory in
+  // which every rank writes its part; loaded on any number of ranks.
+  bool saves_sharded() const;
+  void save_sharded(const std::string& path, const State& state);
+  void load_sharded(const std::string& path, const State& state, bool strict);
   void load_module_file(const std::string& path, torch::nn::Module& module);
   // fabric.load of anything else torch::load reads (a tensor...): `read`
   // runs torch::load on every rank, whose outcomes are agreed on.

@@ -94,6 +94,21 @@ class Options {
     return *this;
   }
 
+  // "fsdp": the auto-wrap policy (Lightning's min_num_params). Modules are
+  // visited children first; one whose parameters that no descendant unit
+  // took number at least this many becomes a unit (all-gathered before its
+  // forward and backward, released after, gradients reduced as its backward
+  // ends); what is left forms the model's last unit. Default 1,000,000.
+  Options& fsdp_min_num_params(int64_t value);
+  // "fsdp": how fabric.save(path, state) writes. "sharded" (the default, as
+  // Lightning's): `path` is a directory in which every rank writes the
+  // parameters and optimizer state it owns, read back on any number of
+  // ranks by fabric.load; "full": one file, the format the other
+  // strategies write (every parameter gathered on every rank while rank 0
+  // writes it). fabric.save(path, model) always writes one file: the
+  // consolidated export that plain torch::load reads.
+  Options& fsdp_state_dict_type(const std::string& value);
+
   // Where log()/log_dict() write (rank 0 only), e.g.
   //   .loggers({std::make_shared<fabric::CSVLogger>("logs")})  or
   //   .logger(fabric::TensorBoardLogger("logs"))  (adds one).
@@ -113,7 +128,7 @@ class Options {
   Options& override_from_environment();
 
   // Canonical values: accelerator "cpu"/"cuda"/"auto"; strategy
-  // "auto"/"ddp"/"single_device"/"zero1"/"zero2"; precision "32-true", "64-true",
+  // "auto"/"ddp"/"single_device"/"zero1"/"zero2"/"fsdp"; precision "32-true", "64-true",
   // "16-mixed", "bf16-mixed", "16-true", "bf16-true".
   const std::string& accelerator() const noexcept { return accelerator_; }
   const DeviceSelection& devices() const noexcept { return devices_; }
@@ -123,6 +138,8 @@ class Options {
   std::chrono::milliseconds timeout() const noexcept { return timeout_; }
   double bucket_cap_mb() const noexcept { return bucket_cap_mb_; }
   bool find_unused_parameters() const noexcept { return find_unused_parameters_; }
+  int64_t fsdp_min_num_params() const noexcept { return fsdp_min_num_params_; }
+  const std::string& fsdp_state_dict_type() const noexcept { return fsdp_state_dict_type_; }
   const std::vector<std::shared_ptr<Logger>>& loggers() const noexcept { return loggers_; }
 
  private:
@@ -134,6 +151,8 @@ class Options {
   std::chrono::milliseconds timeout_ = std::chrono::minutes(30);
   double bucket_cap_mb_ = 25.0;
   bool find_unused_parameters_ = false;
+  int64_t fsdp_min_num_params_ = 1000000;
+  std::string fsdp_state_dict_type_ = "sharded";
   std::vector<std::shared_ptr<Logger>> loggers_;
   GradScalerOptions grad_scaler_;
 };

@@ -62,6 +62,13 @@ class Recorder {
     std::atexit([] { Recorder::instance().finish("exit"); });
   }
 
+  // The strategy the runtime resolved (fabricize verify reports it).
+  void strategy(const std::string& name) {
+    if (!enabled()) return;
+    open(0, 1);
+    std::fprintf(file_, "strategy %s\n", name.c_str());
+  }
+
   void loss(const at::Tensor& value) {
     if (!enabled()) return;
     open(0, 1);
@@ -139,6 +146,8 @@ inline void begin(int rank = 0, int world_size = 1) {
   torch::manual_seed(recorder.seed());
   recorder.open(rank, world_size);
 }
+
+inline void record_strategy(const std::string& name) { detail::Recorder::instance().strategy(name); }
 
 inline void record_loss(const at::Tensor& loss) { detail::Recorder::instance().loss(loss); }
 
