@@ -78,14 +78,18 @@ std::map<std::string, std::string> tensor_shapes(const torch::nn::Module& module
   return shapes;
 }
 
+// Where a one-file checkpoint at the path of a sharded save waits until the
+// new one is complete (then it is removed).
+std::string replaced_file(const std::string& path) { return path + ".replaced-by-sharded"; }
+
 // Rank 0, before the parts are written: the folder of the next generation,
 // empty. Returns its number.
 int64_t prepare_generation(const std::string& path) {
   struct stat status{};
   if (::stat(path.c_str(), &status) == 0 && !S_ISDIR(status.st_mode)) {
-    throw std::runtime_error(
-        "it is a file (a checkpoint of one file), and a sharded checkpoint is a directory: remove the file or choose "
-        "another path (Options::fsdp_state_dict_type(\"full\") writes one file)");
+    // A one-file checkpoint (fabric.save(path, model), or "full" before):
+    // replaced, as Lightning does, but only removed once the new one is.
+    fs::rename(path, replaced_file(path));
   }
   fs::create_directories(path);
   int64_t generation = 0;
@@ -197,6 +201,7 @@ void Fabric::save_sharded(const std::string& path, const State& state) {
         const std::string name = item.path().filename().string();
         if (name.rfind("gen-", 0) == 0 && item.path().string() != folder) fs::remove_all(item.path());
       }
+      fs::remove(replaced_file(path));
     } catch (const std::exception& failure) {
       published = failure.what();
     }

@@ -162,9 +162,11 @@ class FsdpStrategy : public ShardedStrategy {
     (void)module;
     (void)trained;
     throw std::logic_error(
-        "fabric: strategy 'fsdp' shards the parameters that required grad when the model was set up; which "
-        "parameters require grad changed since (a LoRA phase, a layer unfrozen), which 'fsdp' does not follow. "
-        "Use strategy 'zero2' or 'ddp' for such a schedule, or set requires_grad before fabric.setup()");
+        "fabric: strategy 'fsdp' shards the parameters a model trained when it was set up, in the units it made "
+        "then; that set changed since (requires_grad changed: a LoRA phase, a layer unfrozen; or parameters that "
+        "fabric.setup_optimizer took alone were set up with a model later), which 'fsdp' does not follow. Use "
+        "strategy 'zero2' or 'ddp' for such a schedule, or set requires_grad and set up every model before "
+        "training");
   }
 
   void setup_optimizer(torch::optim::Optimizer& optimizer) override {
@@ -274,6 +276,9 @@ class FsdpStrategy : public ShardedStrategy {
     // reading them must not start a fill on this rank alone.
     StorageMaterializer::Pause pause;
     optimizer.step();
+    // A unit something read since backward is resident with the old values
+    // of the parameters other ranks own: the next read gathers the new ones.
+    materializer_.release_all();
   }
 
  private:
