@@ -25,9 +25,13 @@
 #include "launcher.h"
 #include "storage_materializer.h"
 
+#include <dirent.h>
+#include <ftw.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
-#include <filesystem>
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -35,7 +39,42 @@
 namespace fabric {
 namespace {
 
-namespace fs = std::filesystem;
+// POSIX, not std::filesystem: LibTorch 2.x's libtorch.so exports its own
+// copies of std::filesystem's symbols, and ours then resolve to them (a
+// crash in remove_all, measured with the PyPI wheel).
+[[noreturn]] void throw_errno(const std::string& what, const std::string& path) {
+  throw std::runtime_error("cannot " + what + " '" + path + "': " + std::strerror(errno));
+}
+
+bool exists(const std::string& path) {
+  struct stat status{};
+  return ::stat(path.c_str(), &status) == 0;
+}
+
+void make_directory(const std::string& path) {
+  if (::mkdir(path.c_str(), 0755) != 0 && errno != EEXIST) throw_errno("create the directory", path);
+}
+
+// Removes `path` and everything under it; nothing there is fine.
+void remove_tree(const std::string& path) {
+  if (!exists(path)) return;
+  const auto remove_one = [](const char* entry, const struct stat*, int, struct FTW*) {
+    return ::remove(entry) == 0 || errno == ENOENT ? 0 : -1;
+  };
+  if (::nftw(path.c_str(), remove_one, 16, FTW_DEPTH | FTW_PHYS) != 0) throw_errno("remove", path);
+}
+
+std::vector<std::string> directory_entries(const std::string& path) {
+  std::vector<std::string> names;
+  DIR* directory = ::opendir(path.c_str());
+  if (directory == nullptr) throw_errno("list", path);
+  while (const dirent* entry = ::readdir(directory)) {
+    const std::string name = entry->d_name;
+    if (name != "." && name != "..") names.push_back(name);
+  }
+  ::closedir(directory);
+  return names;
+}
 
 constexpr const char* kShardRankKey = "fabric_shard_rank";
 constexpr const char* kShardCountKey = "fabric_shard_count";
@@ -89,15 +128,15 @@ int64_t prepare_generation(const std::string& path) {
   if (::stat(path.c_str(), &status) == 0 && !S_ISDIR(status.st_mode)) {
     // A one-file checkpoint (fabric.save(path, model), or "full" before):
     // replaced, as Lightning does, but only removed once the new one is.
-    fs::rename(path, replaced_file(path));
+    if (::rename(path.c_str(), replaced_file(path).c_str()) != 0) throw_errno("move aside", path);
   }
-  fs::create_directories(path);
+  make_directory(path);
   int64_t generation = 0;
   std::ifstream latest(path + "/" + kLatestFile);
   if (latest) latest >> generation;
   const std::string folder = generation_folder(path, generation + 1);
-  fs::remove_all(folder);  // left by a save that was interrupted
-  fs::create_directory(folder);
+  remove_tree(folder);  // left by a save that was interrupted
+  make_directory(folder);
   return generation + 1;
 }
 
@@ -197,11 +236,10 @@ void Fabric::save_sharded(const std::string& path, const State& state) {
   if (is_global_zero()) {
     try {
       detail::write_file_atomically(path + "/" + kLatestFile, generation + " " + std::to_string(world_size()) + "\n");
-      for (const auto& item : fs::directory_iterator(path)) {
-        const std::string name = item.path().filename().string();
-        if (name.rfind("gen-", 0) == 0 && item.path().string() != folder) fs::remove_all(item.path());
+      for (const auto& name : directory_entries(path)) {
+        if (name.rfind("gen-", 0) == 0 && path + "/" + name != folder) remove_tree(path + "/" + name);
       }
-      fs::remove(replaced_file(path));
+      remove_tree(replaced_file(path));
     } catch (const std::exception& failure) {
       published = failure.what();
     }
@@ -225,7 +263,7 @@ void Fabric::load_sharded(const std::string& path, const State& state, bool stri
     folder = generation_folder(path, generation);
     parts = ranks;
     for (int64_t k = 0; k < parts; ++k) {
-      if (!fs::exists(shard_path(folder, k, parts))) {
+      if (!exists(shard_path(folder, k, parts))) {
         fail("part " + std::to_string(k) + " of " + std::to_string(parts) + " (" + shard_path(folder, k, parts) +
              ") is missing; every rank's part of the last save must be there");
       }

@@ -101,6 +101,7 @@
 //       each rank shuffled with its own seed.
 #include <fabric/fabric.h>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -1248,7 +1249,9 @@ int run_zero_checks(const Arguments& arguments) {
   fabric.save(path, fabric::State{{"model", model}, {"optimizer", optimizer}, {"step", step}});
   check(adam_state(optimizer).first == bytes, "save left other ranks' state in this rank's optimizer");
   if (fsdp && arguments.fsdp_state_dict_type == "full") {
-    check(std::filesystem::is_regular_file(path), "fsdp, state dict type 'full': no checkpoint file at " + path);
+    struct stat status {};
+    check(::stat(path.c_str(), &status) == 0 && S_ISREG(status.st_mode),
+          "fsdp, state dict type 'full': no checkpoint file at " + path);
   } else if (fsdp && world > 1) {
     // Sharded (the default): a directory in which each rank wrote about its
     // share of the parameters and optimizer state, never the whole.
