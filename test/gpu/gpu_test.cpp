@@ -1,7 +1,10 @@
 // The runtime's CUDA subset: device selection, an NCCL process group with
 // world size 1 (and the Reducer on it), autocast bf16/fp16 on CUDA, the
 // "16-mixed" loss scaler checked against PyTorch's CUDA AMP kernels, and a
-// checkpoint saved on the GPU and loaded on the CPU.
+// checkpoint saved on the GPU and loaded on the CPU, and fsdp's trigger
+// (StorageMaterializer) on device memory: released units brought back by
+// the operators of a forward and of a backward (which runs on autograd's
+// device thread), bit for bit, with the peak device memory it saves.
 //
 //   fabric_gpu_test          needs CUDA; fails if there is none
 //   fabric_gpu_test --cpu    dry run: the same checks on CPU where they mean
@@ -12,6 +15,11 @@
 #include <fabric/fabric.h>
 
 #include "c10d_compat.h"
+#include "storage_materializer.h"
+
+#ifdef FABRIC_GPU_TEST_CUDA
+#include <c10/cuda/CUDACachingAllocator.h>
+#endif
 
 #include <algorithm>
 #include <cmath>
@@ -162,7 +170,8 @@ int main(int argc, char** argv) {
     std::reverse(buckets.begin(), buckets.end());
     std::reverse(limits.begin(), limits.end());
     auto reducer = fabric::detail::c10d_compat::make_reducer(
-        params, buckets, limits, group, 25 * 1024 * 1024, 1024 * 1024);
+        params, buckets, limits, group, 25 * 1024 * 1024, 1024 * 1024, /*find_unused_parameters=*/false,
+        /*param_names=*/{});
     auto x = torch::randn({16, 8}, device);
     for (int step = 0; step < 2; ++step) {
       model->zero_grad();
@@ -415,6 +424,78 @@ int main(int argc, char** argv) {
     std::remove(path.c_str());
     std::remove((dir + "/model.pt").c_str());
     ::rmdir(dir.c_str());
+  });
+
+  // ------------------------------------------------- sharded parameters
+  section("fsdp's trigger on " + device.str() + ": released units brought back", [&] {
+    // Four units of 4M parameters (16 MiB each); the fill copies each back
+    // from a host copy, as the all-gather would from the other ranks.
+    torch::manual_seed(5);
+    torch::nn::Sequential model;
+    for (int i = 0; i < 4; ++i) model->push_back(torch::nn::Linear(2048, 2048));
+    model->to(device);
+    const auto input = torch::randn({64, 2048}, device);
+    const auto run = [&] {
+      auto output = model->forward(input);
+      output.pow(2).mean().backward();
+      std::vector<torch::Tensor> results{output.detach().clone()};
+      for (const auto& parameter : model->parameters()) {
+        results.push_back(parameter.grad().clone());
+        parameter.mutable_grad() = torch::Tensor();
+      }
+      return results;
+    };
+    const auto peak_bytes = [&](const std::function<void()>& body) -> int64_t {
+#ifdef FABRIC_GPU_TEST_CUDA
+      if (use_cuda) {
+        torch::cuda::synchronize();
+        c10::cuda::CUDACachingAllocator::emptyCache();
+        c10::cuda::CUDACachingAllocator::resetPeakStats(0);
+        body();
+        torch::cuda::synchronize();
+        return c10::cuda::CUDACachingAllocator::getDeviceStats(0).allocated_bytes[0].peak;
+      }
+#endif
+      body();
+      return -1;
+    };
+    std::vector<torch::Tensor> reference;
+    const int64_t whole_peak = peak_bytes([&] { reference = run(); });
+
+    std::vector<std::vector<torch::Tensor>> units, masters;
+    for (const auto& child : model->children()) {
+      units.push_back(child->parameters());
+      masters.emplace_back();
+      for (const auto& parameter : units.back()) masters.back().push_back(parameter.detach().cpu().clone());  // a copy on cpu too
+    }
+    fabric::detail::StorageMaterializer materializer([&](size_t group) {
+      torch::NoGradGuard no_grad;
+      for (size_t i = 0; i < units[group].size(); ++i) units[group][i].copy_(masters[group][i]);
+    });
+    materializer.set_release_others_on_demand(true);
+    for (const auto& unit : units) materializer.add_group(unit);
+    std::vector<torch::Tensor> sharded;
+    const int64_t sharded_peak = peak_bytes([&] {
+      materializer.release_all();
+      sharded = run();
+      materializer.release_all();
+    });
+    bool equal = sharded.size() == reference.size();
+    for (size_t i = 0; equal && i < sharded.size(); ++i) equal = torch::equal(sharded[i], reference[i]);
+    check(equal, "output and gradients equal the resident model's bit for bit");
+    // The forward's last unit is still resident when the backward starts,
+    // and the first one's weight is not read (its input needs no gradient).
+    check(materializer.materialized_on_demand() == 2 * units.size() - 2,
+          "every unit brought back for the forward and again for the backward (" +
+              std::to_string(materializer.materialized_on_demand()) + " times)");
+    if (whole_peak < 0) {
+      skip("peak device memory with units released", "no CUDA");
+      return;
+    }
+    std::cout << "  peak allocated: resident model " << whole_peak / (1 << 20) << " MiB, units released "
+              << sharded_peak / (1 << 20) << " MiB" << std::endl;
+    check(sharded_peak < whole_peak, "releasing units lowers the peak device memory");
+    materializer.materialize_all();
   });
 
   std::cout << passed << " passed, " << failed << " failed, " << skipped << " skipped"
