@@ -260,8 +260,76 @@ const char* StateEntry::kind() const noexcept {
                                        "float",  "bool",      "string", "scheduler", "loader", "random_state"};
   static_assert(sizeof(kNames) / sizeof(kNames[0]) == std::variant_size<Target>::value,
                 "a name for every kind of entry");
+  if (const auto* const* stateful = std::get_if<detail::StatefulEntry*>(&target_)) return (*stateful)->kind();
   return kNames[target_.index()];
 }
+
+#ifdef FABRIC_HAS_PLATEAU_SCHEDULER
+namespace detail {
+namespace {
+
+// A pointer to a private member, taken where access is not checked (an
+// explicit instantiation's arguments), and handed out by a friend.
+template <class Tag, typename Tag::Member Pointer>
+struct PrivateMember {
+  friend typename Tag::Member member(Tag) { return Pointer; }
+};
+using Plateau = torch::optim::ReduceLROnPlateauScheduler;
+struct PlateauBest {
+  using Member = float Plateau::*;
+  friend Member member(PlateauBest);
+};
+struct PlateauBadEpochs {
+  using Member = int Plateau::*;
+  friend Member member(PlateauBadEpochs);
+};
+struct PlateauCooldown {
+  using Member = int Plateau::*;
+  friend Member member(PlateauCooldown);
+};
+struct PlateauLastEpoch {
+  using Member = int Plateau::*;
+  friend Member member(PlateauLastEpoch);
+};
+template struct PrivateMember<PlateauBest, &Plateau::best>;
+template struct PrivateMember<PlateauBadEpochs, &Plateau::num_bad_epochs>;
+template struct PrivateMember<PlateauCooldown, &Plateau::cooldown_counter>;
+template struct PrivateMember<PlateauLastEpoch, &Plateau::last_epoch>;
+
+class PlateauSchedulerState final : public StatefulEntry {
+ public:
+  explicit PlateauSchedulerState(Plateau& scheduler) : scheduler_(scheduler) {}
+  void save_state(torch::serialize::OutputArchive& archive) const override {
+    archive.write("best", c10::IValue(static_cast<double>(scheduler_.*member(PlateauBest()))));
+    archive.write("num_bad_epochs", c10::IValue(static_cast<int64_t>(scheduler_.*member(PlateauBadEpochs()))));
+    archive.write("cooldown_counter", c10::IValue(static_cast<int64_t>(scheduler_.*member(PlateauCooldown()))));
+    archive.write("last_epoch", c10::IValue(static_cast<int64_t>(scheduler_.*member(PlateauLastEpoch()))));
+  }
+  void load_state(torch::serialize::InputArchive& archive) override {
+    c10::IValue best, bad, cooldown, last;
+    archive.read("best", best);
+    archive.read("num_bad_epochs", bad);
+    archive.read("cooldown_counter", cooldown);
+    archive.read("last_epoch", last);
+    scheduler_.*member(PlateauBest()) = static_cast<float>(best.toDouble());
+    scheduler_.*member(PlateauBadEpochs()) = static_cast<int>(bad.toInt());
+    scheduler_.*member(PlateauCooldown()) = static_cast<int>(cooldown.toInt());
+    scheduler_.*member(PlateauLastEpoch()) = static_cast<int>(last.toInt());
+  }
+  const char* kind() const override { return "plateau_scheduler"; }
+
+ private:
+  Plateau& scheduler_;
+};
+
+}  // namespace
+
+std::shared_ptr<StatefulEntry> plateau_scheduler_state(torch::optim::ReduceLROnPlateauScheduler& scheduler) {
+  return std::make_shared<PlateauSchedulerState>(scheduler);
+}
+
+}  // namespace detail
+#endif
 
 namespace {
 

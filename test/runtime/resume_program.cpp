@@ -5,13 +5,18 @@
 // parameters, bit for bit, as a run that was never interrupted
 // (test/runtime/kill_resume.py drives it).
 //
-//   fabric_resume_program --devices=N --checkpoint=PATH [--resume] [--omit=rng|loader|scheduler]
+//   fabric_resume_program --devices=N --checkpoint=PATH [--resume] [--omit=rng|loader|scheduler|plateau]
+//
+// On LibTorch 2.x a ReduceLROnPlateauScheduler also halves the learning
+// rate when the epoch's loss (reduced over the ranks) stalls; it prints
+// "plateau scheduler" first then.
 //
 // Prints "step <k>" after each save, and "final <hash of the parameters>"
 // at the end. --omit leaves one entry out of the State, to show that the
 // test notices what it is for.
 #include <fabric/fabric.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <iostream>
@@ -79,8 +84,19 @@ int main(int argc, char** argv) {
   fabric.setup(model, optimizer);
 
   int64_t epoch = 0, step = 0;
-  fabric::State state{{"model", model}, {"optimizer", optimizer}, {"epoch", epoch}, {"step", step}};
+  double epoch_loss = 0;  // this rank's, over the epoch so far
+  int64_t epoch_batches = 0;
+  fabric::State state{{"model", model},         {"optimizer", optimizer},        {"epoch", epoch},
+                      {"step", step},           {"epoch_loss", epoch_loss}, {"epoch_batches", epoch_batches}};
   if (omit != "scheduler") state.add({"scheduler", scheduler});
+#ifdef FABRIC_HAS_PLATEAU_SCHEDULER
+  // A large threshold: every epoch counts as no better, so the rate drops
+  // once the patience of one epoch is spent (at epochs 2 and 4).
+  torch::optim::ReduceLROnPlateauScheduler plateau(optimizer, torch::optim::ReduceLROnPlateauScheduler::min,
+                                                   /*factor=*/0.7, /*patience=*/1, /*threshold=*/0.5);
+  fabric.print() << "plateau scheduler" << std::endl;
+  if (omit != "plateau") state.add({"plateau", plateau});
+#endif
   if (omit != "loader") state.add({"loader", *loader});
   if (omit != "rng") state.add({"rng", fabric::RandomState()});
   if (resume) fabric.load(checkpoint, state);
@@ -88,13 +104,26 @@ int main(int argc, char** argv) {
   for (; epoch < 4; ++epoch) {
     for (auto& batch : *loader) {
       optimizer.zero_grad();
-      fabric.backward(torch::mse_loss(model->forward(batch.data), batch.target));
+      const auto loss = torch::mse_loss(model->forward(batch.data), batch.target);
+      fabric.backward(loss);
       fabric.step(optimizer);
+      epoch_loss += loss.item<double>();
+      ++epoch_batches;
       ++step;
       fabric.save(checkpoint, state);
       fabric.print() << "step " << step << std::endl;
     }
     scheduler.step();
+    const double mean =
+        fabric.all_reduce(torch::tensor(epoch_loss / std::max<int64_t>(1, epoch_batches), torch::kDouble),
+                          fabric::ReduceOp::Mean)
+            .item<double>();
+#ifdef FABRIC_HAS_PLATEAU_SCHEDULER
+    plateau.step(static_cast<float>(mean));
+#endif
+    (void)mean;
+    epoch_loss = 0;
+    epoch_batches = 0;
   }
   char hash[32];
   std::snprintf(hash, sizeof(hash), "%016llx", static_cast<unsigned long long>(hash_of(*model)));

@@ -39,6 +39,8 @@ class StatefulEntry {
   virtual ~StatefulEntry() = default;
   virtual void save_state(torch::serialize::OutputArchive& archive) const = 0;
   virtual void load_state(torch::serialize::InputArchive& archive) = 0;
+  // What the checkpoint records as this entry's kind.
+  virtual const char* kind() const { return "loader"; }
 };
 
 // torch::data::make_data_loader stores its sampler by value, so set_epoch on

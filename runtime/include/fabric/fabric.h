@@ -30,6 +30,12 @@
 
 #include <torch/torch.h>
 
+// LibTorch 2.x's plateau schedule (1.13 has none).
+#if __has_include(<torch/optim/schedulers/reduce_on_plateau_scheduler.h>)
+#include <torch/optim/schedulers/reduce_on_plateau_scheduler.h>
+#define FABRIC_HAS_PLATEAU_SCHEDULER 1
+#endif
+
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -100,6 +106,15 @@ class CheckpointError : public c10::Error {
 // with a note on rank 0): dropout and random draws continue exactly.
 struct RandomState {};
 
+namespace detail {
+#ifdef FABRIC_HAS_PLATEAU_SCHEDULER
+// ReduceLROnPlateauScheduler keeps its counters private; this adapter
+// (checkpoint_io.cpp) saves and restores them: the best metric, the bad
+// epochs, the cooldown and the epoch count.
+std::shared_ptr<StatefulEntry> plateau_scheduler_state(torch::optim::ReduceLROnPlateauScheduler& scheduler);
+#endif
+}  // namespace detail
+
 class StateEntry {
  public:
   using Target = std::variant<std::shared_ptr<torch::nn::Module>, torch::optim::Optimizer*, torch::Tensor*, int64_t*,
@@ -130,16 +145,25 @@ class StateEntry {
   // next pass after fabric.load continues the saved one.
   StateEntry(std::string name, detail::StatefulEntry& object) : name_(std::move(name)), target_(&object) {}
   StateEntry(std::string name, RandomState) : name_(std::move(name)), target_(RandomState()) {}
+#ifdef FABRIC_HAS_PLATEAU_SCHEDULER
+  // LibTorch 2.x's ReduceLROnPlateauScheduler: where its plateau count
+  // stands (feed it the reduced metric: fabric.all_reduce). The learning
+  // rates are the optimizer's, saved with it.
+  StateEntry(std::string name, torch::optim::ReduceLROnPlateauScheduler& scheduler)
+      : name_(std::move(name)), adapter_(detail::plateau_scheduler_state(scheduler)), target_(adapter_.get()) {}
+#endif
 
   const std::string& name() const noexcept { return name_; }
   const Target& target() const noexcept { return target_; }
   // "module", "optimizer", "tensor", "int64", "int32", "double", "float",
-  // "bool", "string", "scheduler", "loader" or "random_state": what the
-  // checkpoint records for this entry.
+  // "bool", "string", "scheduler", "loader", "random_state" or
+  // "plateau_scheduler": what the checkpoint records for this entry.
   const char* kind() const noexcept;
 
  private:
   std::string name_;
+  // What target_ points to when the entry made it (an adapter).
+  std::shared_ptr<detail::StatefulEntry> adapter_;
   Target target_;
 };
 
