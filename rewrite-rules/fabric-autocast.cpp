@@ -42,8 +42,8 @@ bool isModuleCode(const FunctionDecl& function, ASTContext& context) {
 }
 
 // A call of a helper of the program's that is handed a module and runs it:
-// `evaluate(model, loader)`, or `evaluator.run(loader)` on an object that
-// holds the model. Its caller opens the scope for it; a helper
+// `evaluate(model, loader)`, `evaluator.run(loader)` on an object that
+// holds the model, or `predict(x)` reading a global model. Its caller opens the scope for it; a helper
 // that trains (it runs a backward pass, so it gets a Fabric) opens its own.
 // A helper defined in another file counts when it is also handed data to
 // run the module on (a tensor or a loader), not for `make_optimizer(model)`.
@@ -65,9 +65,22 @@ bool callsModuleHelper(const CallExpr& call, ASTContext& context) {
     handedData =
         handedData || !ast_matchers::match(parmVarDecl(hasType(valueOrReference(data))), *parameter, context).empty();
   }
-  if (!handedModule) return false;
   const FunctionDecl* definition = nullptr;
-  if (!callee->hasBody(definition)) return handedData;
+  const bool defined = callee->hasBody(definition);
+  // A helper of this file that runs a model the program keeps at namespace
+  // scope (`Net model;` beside main): handed nothing, it is known by what
+  // its forwards run.
+  if (!handedModule && defined) {
+    auto global = declRefExpr(to(varDecl(hasGlobalStorage()).bind("global")));
+    for (const auto& found :
+         ast_matchers::match(stmt(forEachDescendant(callExpr(forwardCall(), hasDescendant(global)))),
+                             *definition->getBody(), context)) {
+      const auto* variable = found.getNodeAs<VarDecl>("global");
+      handedModule = handedModule || (variable && isModuleType(variable->getType().getNonReferenceType()));
+    }
+  }
+  if (!handedModule) return false;
+  if (!defined) return handedData;
   const Stmt& body = *definition->getBody();
   return !ast_matchers::match(stmt(hasDescendant(forwardCall())), body, context).empty() &&
          ast_matchers::match(stmt(hasDescendant(backwardCall())), body, context).empty();
