@@ -14,6 +14,7 @@
 // same parameters.
 #include <fabric/fabric.h>
 
+#include "bench_arguments.h"
 #include "deep_mlp.h"
 
 #include <algorithm>
@@ -31,20 +32,12 @@ struct Measured {
 } // namespace
 
 int main(int argc, char** argv) {
-  int devices = 2;
-  int accumulate = 4;
-  int steps = 12;
-  int64_t width = 1024;
-  int layers = 6;
-  for (int i = 1; i < argc; ++i) {
-    const std::string argument = argv[i];
-    const auto value = argument.substr(argument.find('=') + 1);
-    if (argument.rfind("--devices=", 0) == 0) devices = std::stoi(value);
-    if (argument.rfind("--accumulate=", 0) == 0) accumulate = std::stoi(value);
-    if (argument.rfind("--steps=", 0) == 0) steps = std::stoi(value);
-    if (argument.rfind("--width=", 0) == 0) width = std::stoll(value);
-    if (argument.rfind("--layers=", 0) == 0) layers = std::stoi(value);
-  }
+  const BenchArguments arguments(argc, argv);
+  const int devices = static_cast<int>(arguments.integer("devices", 2));
+  const int accumulate = static_cast<int>(arguments.integer("accumulate", 4));
+  const int steps = static_cast<int>(arguments.integer("steps", 12));
+  const int64_t width = arguments.integer("width", 1024);
+  const int layers = static_cast<int>(arguments.integer("layers", 6));
   fabric::Fabric fabric(fabric::Options().accelerator("cpu").devices(devices));
   fabric.launch();
 

@@ -8,6 +8,7 @@
 // boxes and scans every operator's inputs, as under fsdp between uses.
 // Small layers make the per-operator cost visible; prints both times and
 // their ratio, best of 3 rounds, measured in the same run.
+#include "bench_arguments.h"
 #include "deep_mlp.h"
 #include "storage_materializer.h"
 
@@ -17,18 +18,11 @@
 #include <string>
 
 int main(int argc, char** argv) {
-  int64_t width = 256;
-  int layers = 8;
-  int64_t batch = 32;
-  int steps = 200;
-  for (int i = 1; i < argc; ++i) {
-    const std::string argument = argv[i];
-    const auto value = argument.substr(argument.find('=') + 1);
-    if (argument.rfind("--width=", 0) == 0) width = std::stoll(value);
-    if (argument.rfind("--layers=", 0) == 0) layers = std::stoi(value);
-    if (argument.rfind("--batch=", 0) == 0) batch = std::stoll(value);
-    if (argument.rfind("--steps=", 0) == 0) steps = std::stoi(value);
-  }
+  const BenchArguments arguments(argc, argv);
+  const int64_t width = arguments.integer("width", 256);
+  const int layers = static_cast<int>(arguments.integer("layers", 8));
+  const int64_t batch = arguments.integer("batch", 32);
+  const int steps = static_cast<int>(arguments.integer("steps", 200));
   torch::manual_seed(1);
   DeepMlp model(width, layers);
   torch::optim::SGD optimizer(model->parameters(), 1e-3);

@@ -12,6 +12,7 @@
 //   step_ms=<mean, slowest rank> losses=<global mean loss per step, ...>
 #include <fabric/fabric.h>
 
+#include "bench_arguments.h"
 #include "deep_mlp.h"
 
 #include <chrono>
@@ -36,20 +37,12 @@ int64_t peak_resident_kib() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string strategy = "ddp";
-  int devices = 2;
-  int steps = 12;
-  int64_t width = 2048;
-  int layers = 10;
-  for (int i = 1; i < argc; ++i) {
-    const std::string argument = argv[i];
-    const auto value = argument.substr(argument.find('=') + 1);
-    if (argument.rfind("--strategy=", 0) == 0) strategy = value;
-    if (argument.rfind("--devices=", 0) == 0) devices = std::stoi(value);
-    if (argument.rfind("--steps=", 0) == 0) steps = std::stoi(value);
-    if (argument.rfind("--width=", 0) == 0) width = std::stoll(value);
-    if (argument.rfind("--layers=", 0) == 0) layers = std::stoi(value);
-  }
+  const BenchArguments arguments(argc, argv);
+  const std::string strategy = arguments.text("strategy", "ddp");
+  const int devices = static_cast<int>(arguments.integer("devices", 2));
+  const int steps = static_cast<int>(arguments.integer("steps", 12));
+  const int64_t width = arguments.integer("width", 2048);
+  const int layers = static_cast<int>(arguments.integer("layers", 10));
   fabric::Fabric fabric(fabric::Options().accelerator("cpu").devices(devices).strategy(strategy));
   fabric.launch();
   const int64_t global_batch = 48;  // divisible by 1, 2, 3, 4

@@ -11,6 +11,7 @@
 // as one line "strategy=... state_bytes=... gradient_bytes=... step_ms=...".
 #include <fabric/fabric.h>
 
+#include "bench_arguments.h"
 #include "deep_mlp.h"
 
 #include <algorithm>
@@ -26,20 +27,12 @@ int64_t max_over_ranks(fabric::Fabric& fabric, int64_t value) {
 } // namespace
 
 int main(int argc, char** argv) {
-  std::string strategy = "ddp";
-  int devices = 2;
-  int steps = 30;
-  int64_t width = 1024;
-  int layers = 6;
-  for (int i = 1; i < argc; ++i) {
-    const std::string argument = argv[i];
-    const auto value = argument.substr(argument.find('=') + 1);
-    if (argument.rfind("--strategy=", 0) == 0) strategy = value;
-    if (argument.rfind("--devices=", 0) == 0) devices = std::stoi(value);
-    if (argument.rfind("--steps=", 0) == 0) steps = std::stoi(value);
-    if (argument.rfind("--width=", 0) == 0) width = std::stoll(value);
-    if (argument.rfind("--layers=", 0) == 0) layers = std::stoi(value);
-  }
+  const BenchArguments arguments(argc, argv);
+  const std::string strategy = arguments.text("strategy", "ddp");
+  const int devices = static_cast<int>(arguments.integer("devices", 2));
+  const int steps = static_cast<int>(arguments.integer("steps", 30));
+  const int64_t width = arguments.integer("width", 1024);
+  const int layers = static_cast<int>(arguments.integer("layers", 6));
   fabric::Fabric fabric(fabric::Options().accelerator("cpu").devices(devices).strategy(strategy));
   fabric.launch();
   torch::manual_seed(fabric.global_rank());

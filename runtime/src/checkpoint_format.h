@@ -8,6 +8,7 @@
 #include "fabric_state.h"
 
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -35,13 +36,17 @@ struct SchedulerSteps : torch::optim::LRScheduler {
 };
 
 // Every rank's default generator states, gathered (a collective).
+// Also every rank's text of each per-rank entry (a program's generator),
+// by the entry's position in the State.
 struct RandomStates {
   int64_t world_size = 1;
   std::vector<torch::Tensor> cpu;
   std::vector<torch::Tensor> cuda;  // empty unless the ranks run on CUDA
+  std::map<size_t, std::vector<std::string>> per_rank;
 };
-RandomStates gather_random_states(Fabric& fabric);
-bool has_random_state(const State& state);
+// Collective: the default generators (if the State has a RandomState) and
+// the per-rank entries of every rank.
+RandomStates gather_random_states(Fabric& fabric, const State& state);
 
 // How write_state_archive writes: a module entry through `write_module`;
 // with `all_entries` false only module and optimizer entries (the other

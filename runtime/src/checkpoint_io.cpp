@@ -275,22 +275,24 @@ struct PrivateMember {
   friend typename Tag::Member member(Tag) { return Pointer; }
 };
 using Plateau = torch::optim::ReduceLROnPlateauScheduler;
-struct PlateauBest {
-  using Member = float Plateau::*;
-  friend Member member(PlateauBest);
+// One tag per member (Id), of its type T; each declares its own plain
+// friend function (which GCC's -Wnon-template-friend asks about).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wnon-template-friend"
+#endif
+template <class T, int Id>
+struct PlateauField {
+  using Member = T Plateau::*;
+  friend Member member(PlateauField);
 };
-struct PlateauBadEpochs {
-  using Member = int Plateau::*;
-  friend Member member(PlateauBadEpochs);
-};
-struct PlateauCooldown {
-  using Member = int Plateau::*;
-  friend Member member(PlateauCooldown);
-};
-struct PlateauLastEpoch {
-  using Member = int Plateau::*;
-  friend Member member(PlateauLastEpoch);
-};
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+using PlateauBest = PlateauField<float, 0>;
+using PlateauBadEpochs = PlateauField<int, 1>;
+using PlateauCooldown = PlateauField<int, 2>;
+using PlateauLastEpoch = PlateauField<int, 3>;
 template struct PrivateMember<PlateauBest, &Plateau::best>;
 template struct PrivateMember<PlateauBadEpochs, &Plateau::num_bad_epochs>;
 template struct PrivateMember<PlateauCooldown, &Plateau::cooldown_counter>;
@@ -345,8 +347,40 @@ void set_generator_state(at::Generator generator, const torch::Tensor& state) {
 
 }  // namespace
 
-detail::RandomStates detail::gather_random_states(Fabric& fabric) {
+namespace {
+
+bool has_random_state(const State& state) {
+  for (const auto& entry : state.entries()) {
+    if (std::holds_alternative<RandomState>(entry.target())) return true;
+  }
+  return false;
+}
+
+// Every rank's `text` on every rank (as int64 values: every backend
+// gathers those).
+std::vector<std::string> gather_texts(Fabric& fabric, const std::string& text) {
+  auto values = torch::empty({static_cast<int64_t>(text.size())}, torch::kLong);
+  for (size_t i = 0; i < text.size(); ++i) values[static_cast<int64_t>(i)] = static_cast<unsigned char>(text[i]);
+  std::vector<std::string> texts;
+  for (const auto& gathered : fabric.all_gather(values.to(fabric.device()))) {
+    const auto bytes = gathered.cpu().to(torch::kByte).contiguous();
+    texts.emplace_back(reinterpret_cast<const char*>(bytes.data_ptr<uint8_t>()), static_cast<size_t>(bytes.numel()));
+  }
+  return texts;
+}
+
+}  // namespace
+
+detail::RandomStates detail::gather_random_states(Fabric& fabric, const State& state) {
   RandomStates states;
+  states.world_size = fabric.world_size();
+  for (size_t index = 0; index < state.entries().size(); ++index) {
+    const auto* stateful = std::get_if<StatefulEntry*>(&state.entries()[index].target());
+    if (stateful != nullptr && (*stateful)->per_rank()) {
+      states.per_rank[index] = gather_texts(fabric, (*stateful)->per_rank_text());
+    }
+  }
+  if (!has_random_state(state)) return states;
   states.world_size = fabric.world_size();
   // As int64: every backend gathers it.
   const auto gather = [&fabric](const torch::Tensor& state) {
@@ -361,13 +395,6 @@ detail::RandomStates detail::gather_random_states(Fabric& fabric) {
     states.cuda = gather(generator_state(at::globalContext().defaultGenerator(fabric.device())));
   }
   return states;
-}
-
-bool detail::has_random_state(const State& state) {
-  for (const auto& entry : state.entries()) {
-    if (std::holds_alternative<RandomState>(entry.target())) return true;
-  }
-  return false;
 }
 
 State::State(std::initializer_list<StateEntry> entries) {
@@ -489,7 +516,16 @@ void detail::write_state_archive(torch::serialize::OutputArchive& archive, const
             archive.write(key, c10::IValue(static_cast<int64_t>(SchedulerSteps::of(*target))));
           } else if constexpr (std::is_same<Target, detail::StatefulEntry*>::value) {
             torch::serialize::OutputArchive nested;
-            target->save_state(nested);
+            if (target->per_rank()) {
+              const auto found = random_states.per_rank.find(index);
+              c10::List<std::string> texts;
+              if (found != random_states.per_rank.end())
+                for (const auto& text : found->second) texts.push_back(text);
+              nested.write("world_size", c10::IValue(static_cast<int64_t>(texts.size())));
+              nested.write("ranks", c10::IValue(texts));
+            } else {
+              target->save_state(nested);
+            }
             archive.write(key, nested);
           } else if constexpr (std::is_same<Target, RandomState>::value) {
             torch::serialize::OutputArchive nested;
@@ -548,7 +584,7 @@ void Fabric::save(const std::string& path, const State& state) {
   }
   // Every rank's generators, gathered by every rank before rank 0 writes.
   detail::RandomStates random_states;
-  if (detail::has_random_state(state)) random_states = detail::gather_random_states(*this);
+  random_states = detail::gather_random_states(*this, state);
   save_with(path, [&state, &scaler, &random_states](std::ostream& stream) {
     torch::serialize::OutputArchive archive;
     detail::write_state_archive(
@@ -698,7 +734,19 @@ void Fabric::load(const std::string& path, const State& state, bool strict) {
               } else if constexpr (std::is_same<Target, detail::StatefulEntry*>::value) {
                 torch::serialize::InputArchive nested;
                 archive.read(key, nested);
-                target->load_state(nested);
+                if (target->per_rank()) {
+                  const auto texts = read_string_list(nested, "ranks", path);
+                  if (static_cast<int>(texts.size()) == world_size()) {
+                    target->load_per_rank_text(texts[static_cast<size_t>(global_rank())]);
+                  } else if (is_global_zero()) {
+                    detail::write_stderr_line("fabric: note: '" + path + "' holds the states of '" + entry.name() +
+                                              "' of " + std::to_string(texts.size()) + " ranks, this job has " +
+                                              std::to_string(world_size()) +
+                                              ": it is left as it is (the run continues, not bit for bit)");
+                  }
+                } else {
+                  target->load_state(nested);
+                }
               } else if constexpr (std::is_same<Target, RandomState>::value) {
                 load_random_states(archive, key);
               } else {

@@ -169,7 +169,7 @@ void Fabric::save_sharded(const std::string& path, const State& state) {
   auto& fabric_state = *state_;
   detail::FabricState::MonitorScope scope(fabric_state.monitor.get(), "fabric.save()");
   detail::RandomStates random_states;
-  if (detail::has_random_state(state)) random_states = detail::gather_random_states(*this);
+  random_states = detail::gather_random_states(*this, state);
 
   std::string generation;
   if (is_global_zero()) {

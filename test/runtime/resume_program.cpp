@@ -5,7 +5,7 @@
 // parameters, bit for bit, as a run that was never interrupted
 // (test/runtime/kill_resume.py drives it).
 //
-//   fabric_resume_program --devices=N --checkpoint=PATH [--resume] [--omit=rng|loader|scheduler|plateau]
+//   fabric_resume_program --devices=N --checkpoint=PATH [--resume] [--omit=rng|loader|scheduler|plateau|generator]
 //
 // On LibTorch 2.x a ReduceLROnPlateauScheduler also halves the learning
 // rate when the epoch's loss (reduced over the ranks) stalls; it prints
@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <iostream>
+#include <random>
 #include <string>
 
 namespace {
@@ -99,12 +100,17 @@ int main(int argc, char** argv) {
 #endif
   if (omit != "loader") state.add({"loader", *loader});
   if (omit != "rng") state.add({"rng", fabric::RandomState()});
+  // The program's own generator, seeded differently on every rank: a
+  // jitter of the inputs.
+  std::mt19937 jitter_engine(1234 + static_cast<unsigned>(fabric.global_rank()));
+  if (omit != "generator") state.add({"generator", jitter_engine});
   if (resume) fabric.load(checkpoint, state);
 
   for (; epoch < 4; ++epoch) {
     for (auto& batch : *loader) {
       optimizer.zero_grad();
-      const auto loss = torch::mse_loss(model->forward(batch.data), batch.target);
+      const float jitter = std::uniform_real_distribution<float>(-0.05f, 0.05f)(jitter_engine);
+      const auto loss = torch::mse_loss(model->forward(batch.data * (1 + jitter)), batch.target);
       fabric.backward(loss);
       fabric.step(optimizer);
       epoch_loss += loss.item<double>();

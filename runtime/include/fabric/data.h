@@ -41,6 +41,37 @@ class StatefulEntry {
   virtual void load_state(torch::serialize::InputArchive& archive) = 0;
   // What the checkpoint records as this entry's kind.
   virtual const char* kind() const { return "loader"; }
+  // Each rank's own state (a generator of the program's that ranks seed
+  // differently): save gathers every rank's text, load gives each rank its
+  // own back. save_state/load_state are then not used.
+  virtual bool per_rank() const { return false; }
+  virtual std::string per_rank_text() const { return {}; }
+  virtual void load_per_rank_text(const std::string& text) { (void)text; }
+};
+
+// A standard random engine of the program's (std::mt19937...): its state
+// as the engine writes it (operator<<), every rank's.
+template <class Engine>
+class EngineState final : public StatefulEntry {
+ public:
+  explicit EngineState(Engine& engine) : engine_(engine) {}
+  void save_state(torch::serialize::OutputArchive&) const override {}
+  void load_state(torch::serialize::InputArchive&) override {}
+  const char* kind() const override { return "std_generator"; }
+  bool per_rank() const override { return true; }
+  std::string per_rank_text() const override {
+    std::ostringstream text;
+    text << engine_;
+    return text.str();
+  }
+  void load_per_rank_text(const std::string& text) override {
+    std::istringstream in(text);
+    in >> engine_;
+    if (in.fail()) throw std::runtime_error("the saved state of a standard random engine does not parse");
+  }
+
+ private:
+  Engine& engine_;
 };
 
 // torch::data::make_data_loader stores its sampler by value, so set_epoch on

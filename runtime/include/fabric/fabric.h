@@ -145,6 +145,17 @@ class StateEntry {
   // next pass after fabric.load continues the saved one.
   StateEntry(std::string name, detail::StatefulEntry& object) : name_(std::move(name)), target_(&object) {}
   StateEntry(std::string name, RandomState) : name_(std::move(name)), target_(RandomState()) {}
+  // A program's own standard generator (kind "std_generator"): every rank's
+  // state, given back to each rank by load (a job of another size keeps its
+  // generators, with a note on rank 0).
+  StateEntry(std::string name, std::mt19937& engine)
+      : name_(std::move(name)),
+        adapter_(std::make_shared<detail::EngineState<std::mt19937>>(engine)),
+        target_(adapter_.get()) {}
+  StateEntry(std::string name, std::mt19937_64& engine)
+      : name_(std::move(name)),
+        adapter_(std::make_shared<detail::EngineState<std::mt19937_64>>(engine)),
+        target_(adapter_.get()) {}
 #ifdef FABRIC_HAS_PLATEAU_SCHEDULER
   // LibTorch 2.x's ReduceLROnPlateauScheduler: where its plateau count
   // stands (feed it the reduced metric: fabric.all_reduce). The learning
@@ -156,8 +167,9 @@ class StateEntry {
   const std::string& name() const noexcept { return name_; }
   const Target& target() const noexcept { return target_; }
   // "module", "optimizer", "tensor", "int64", "int32", "double", "float",
-  // "bool", "string", "scheduler", "loader", "random_state" or
-  // "plateau_scheduler": what the checkpoint records for this entry.
+  // "bool", "string", "scheduler", "loader", "random_state",
+  // "plateau_scheduler" or "std_generator": what the checkpoint records for
+  // this entry.
   const char* kind() const noexcept;
 
  private:
