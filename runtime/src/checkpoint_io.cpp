@@ -225,7 +225,7 @@ void write_file_atomically(const std::string& path, const std::string& bytes) {
     ::unlink(temporary.c_str());
     if (error == EISDIR || error == ENOTEMPTY || error == EEXIST) {
       throw std::runtime_error("fabric: '" + path +
-                               "' is a directory (a sharded checkpoint, written under fsdp), which a checkpoint of one "
+                               "' is a directory (a sharded checkpoint written under fsdp?), which a checkpoint of one "
                                "file does not replace: choose another path, or remove the directory");
     }
     throw std::runtime_error("fabric: cannot rename '" + temporary + "' to '" + path + "': " + std::strerror(error));

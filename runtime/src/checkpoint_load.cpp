@@ -78,7 +78,10 @@ void open_checkpoint(const std::string& path, torch::serialize::InputArchive& ar
                                            : ""));
   }
   if (S_ISDIR(status.st_mode)) {
-    throw CheckpointError("fabric::load: '" + path + "' is a directory, not a checkpoint file: pass the file's path");
+    throw CheckpointError("fabric::load: '" + path +
+                          "' is a directory, not a checkpoint file: pass the file's path; a sharded checkpoint "
+                          "(written under fsdp) is loaded whole, through the fabric::State it was saved from: "
+                          "fabric.load(path, state)");
   }
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {

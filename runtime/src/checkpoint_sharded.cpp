@@ -13,7 +13,9 @@
 //
 // A save writes a new generation and then, once every rank's part is in
 // place, replaces `latest` (a file renamed over the old one); a job killed
-// at any moment leaves `latest` naming a complete generation. Parameters
+// at any moment leaves `latest` naming a complete generation (or, for the
+// first sharded save over a one-file checkpoint, that file moved aside to
+// PATH.replaced-by-sharded, which load then names). Parameters
 // and optimizer states are keyed by name and by position in the optimizer,
 // not by owner, so any strategy on any number of ranks loads them: each
 // rank reads the parts one at a time and keeps what it owns.
@@ -146,9 +148,16 @@ std::pair<int64_t, int64_t> read_latest(const std::string& path) {
   int64_t generation = 0;
   int64_t ranks = 0;
   if (!latest || !(latest >> generation >> ranks) || generation < 1 || ranks < 1) {
-    throw CheckpointError("fabric::load: '" + path +
-                          "' is a directory without a readable 'latest' file, so not a complete sharded checkpoint "
-                          "(was its first save interrupted?). Pass the path fabric.save wrote, or a checkpoint file");
+    // The first sharded save over a one-file checkpoint moved that file
+    // aside and did not finish.
+    const std::string moved = replaced_file(path);
+    throw CheckpointError(
+        "fabric::load: '" + path +
+        "' is a directory without a readable 'latest' file, so not a complete sharded checkpoint (was its first "
+        "save interrupted?)" +
+        (exists(moved) ? ". The one-file checkpoint that was at this path before is at '" + moved +
+                             "': load that file, or move it back"
+                       : ". Pass the path fabric.save wrote, or a checkpoint file"));
   }
   return {generation, ranks};
 }
@@ -262,11 +271,14 @@ void Fabric::load_sharded(const std::string& path, const State& state, bool stri
     const auto [generation, ranks] = read_latest(path);
     folder = generation_folder(path, generation);
     parts = ranks;
+    // Every part there and intact (CRC) before anything is written: a load
+    // cannot stop half way for a damaged part.
     for (int64_t k = 0; k < parts; ++k) {
       if (!exists(shard_path(folder, k, parts))) {
         fail("part " + std::to_string(k) + " of " + std::to_string(parts) + " (" + shard_path(folder, k, parts) +
              ") is missing; every rank's part of the last save must be there");
       }
+      detail::verify_checkpoint_checksums(shard_path(folder, k, parts));
     }
     torch::serialize::InputArchive first;
     detail::open_checkpoint(shard_path(folder, 0, parts), first, device());
@@ -314,8 +326,21 @@ void Fabric::load_sharded(const std::string& path, const State& state, bool stri
   };
   detail::agree_on_load(*this, detail::load_error_of(path, check));
 
-  // The parts one at a time: each rank keeps what it owns of each.
+  // The parts one at a time: each rank keeps what it owns of each. The
+  // strategy learns of every module's new values even when a part fails
+  // half way (it records them as in sync).
   const auto apply = [&] {
+    struct ModulesLoaded {
+      const State& state;
+      detail::Strategy& strategy;
+      ~ModulesLoaded() {
+        for (const auto& entry : state.entries()) {
+          if (const auto* module = std::get_if<std::shared_ptr<torch::nn::Module>>(&entry.target())) {
+            strategy.module_loaded(**module);
+          }
+        }
+      }
+    } modules_loaded{state, *state_->strategy};
     for (int64_t k = 0; k < parts; ++k) {
       torch::serialize::InputArchive part;
       detail::open_checkpoint(shard_path(folder, k, parts), part, device());
@@ -336,11 +361,6 @@ void Fabric::load_sharded(const std::string& path, const State& state, bool stri
           (*optimizer)->load(nested);
           state_->strategy->optimizer_loaded(**optimizer);
         }
-      }
-    }
-    for (const auto& entry : state.entries()) {
-      if (const auto* module = std::get_if<std::shared_ptr<torch::nn::Module>>(&entry.target())) {
-        state_->strategy->module_loaded(**module);
       }
     }
   };

@@ -392,8 +392,13 @@ void setup_model(detail::FabricState& state, torch::nn::Module& model, std::shar
   std::function<void()> readable;
   if (!first_setup)
     readable = state.collective("fabric.setup()", [&] { return state.strategy->make_parameters_readable(); });
+  struct Undo {
+    std::function<void()>& step;
+    ~Undo() {
+      if (step) step();
+    }
+  } undo_at_exit{readable};
   broadcast_from_rank_zero(state, "fabric.setup()", all_parameters, module->buffers());
-  if (readable) readable();
   // A model set up twice keeps what the strategy attached the first time
   // (a second Reducer on the same parameters would wait for gradients that
   // the first one takes).

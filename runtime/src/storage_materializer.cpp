@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
+#include <cstdlib>
 #include <mutex>
 #include <unordered_map>
 #include <utility>
@@ -105,9 +107,21 @@ std::unique_ptr<at::ObserverContext> on_operator_start(const at::RecordFunction&
   FillingScope scope;
   Needed needed;
   for (const c10::IValue& input : call.inputs()) note_inputs(input, needed);
-  for (auto& [state, groups] : needed) {
-    std::sort(groups.begin(), groups.end());
-    state->bring_back_for_operator(groups);
+  // LibTorch logs and swallows what a callback throws, and the operator
+  // would then read memory never filled (or none): a failure here (out of
+  // memory bringing a group back) ends the process with its reason.
+  try {
+    for (auto& [state, groups] : needed) {
+      std::sort(groups.begin(), groups.end());
+      state->bring_back_for_operator(groups);
+    }
+  } catch (const std::exception& error) {
+    std::fprintf(stderr,
+                 "fabric: parameters released between uses could not be brought back for %s: %s (ending "
+                 "this process)\n",
+                 call.name(), error.what());
+    std::fflush(nullptr);
+    std::_Exit(1);
   }
   return nullptr;
 }
@@ -184,6 +198,11 @@ StorageMaterializer::~StorageMaterializer() {
     }
   }
   Registry& all = registry();
+  // Groups left released (abandoned) no longer count: the callback of a
+  // later materializer returns at once again while none of its own is.
+  for (const State::Group& group : state_->groups) {
+    if (!group.resident) all.released_groups.fetch_sub(1, std::memory_order_acq_rel);
+  }
   std::lock_guard<std::mutex> lock(all.mutex);
   for (const State::Group& group : state_->groups)
     for (const auto& storage : group.storages) all.owners.erase(storage.get());
@@ -201,11 +220,18 @@ size_t StorageMaterializer::add_group(const std::vector<at::Tensor>& tensors, co
     TORCH_CHECK(tensor.has_storage(), "fabric: a tensor without storage cannot be released");
     c10::intrusive_ptr<c10::StorageImpl> storage =
         c10::intrusive_ptr<c10::StorageImpl>::reclaim_copy(tensor.storage().unsafeGetStorageImpl());
+    // Tensors that share a storage (an LSTM's flattened weights): it is kept
+    // if any of them is.
+    const bool keep = !kept.empty() && kept[t];
     bool seen = false;
-    for (const auto& known : group.storages) seen = seen || known.get() == storage.get();
+    for (size_t s = 0; s < group.storages.size(); ++s) {
+      if (group.storages[s].get() != storage.get()) continue;
+      seen = true;
+      group.kept[s] = group.kept[s] || keep;
+    }
     if (seen) continue;
     group.bytes.push_back(storage->nbytes());
-    group.kept.push_back(!kept.empty() && kept[t]);
+    group.kept.push_back(keep);
     group.storages.push_back(std::move(storage));
   }
   std::lock_guard<std::recursive_mutex> lock(state_->mutex);

@@ -59,9 +59,10 @@ class StorageMaterializer {
   // worth of memory is resident between operators (fsdp's reshard after
   // each unit's forward and backward).
   void set_release_others_on_demand(bool release);
-  // Brings every group back and keeps them resident (no group is released
-  // on demand) until unpin_all(), which releases them: for code that reads
-  // the memory without operators (a checkpoint's writer).
+  // Brings every group back and keeps them resident until unpin_all(),
+  // which releases them: no operator releases a group meanwhile (release()
+  // by the owner still does). For code that reads the memory without
+  // operators (a checkpoint's writer).
   void pin_all();
   void unpin_all();
   // The fill cannot run any more: released groups stay released when this

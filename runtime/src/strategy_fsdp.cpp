@@ -23,7 +23,8 @@
 //
 // Every rank must bring units back in the same order (the same operators on
 // the model, as ddp requires the same backward passes): each fill first
-// checks that with a small all-reduce and throws when ranks differ.
+// checks that with a small all-reduce and ends the process, with the
+// reason, when ranks differ.
 #include "checkpoint_load.h"
 #include "launcher.h"
 #include "storage_materializer.h"
@@ -261,13 +262,7 @@ class FsdpStrategy : public ShardedStrategy {
   std::function<void()> make_parameters_readable() override {
     if (!context_.group) return {};
     materializer_.pin_all();
-    return [this] {
-      materializer_.unpin_all();
-      // The fills bumped the versions.
-      for (const auto& unit : units_) {
-        for (size_t index : unit.members) parameters_[index].version = parameters_[index].tensor._version();
-      }
-    };
+    return [this] { materializer_.unpin_all(); };
   }
 
  protected:
@@ -376,8 +371,8 @@ class FsdpStrategy : public ShardedStrategy {
     if (most != least) {
       throw std::runtime_error(
           "fabric: strategy 'fsdp': the ranks are bringing back different units of sharded parameters (rank " +
-          std::to_string(context_.rank) + " unit " + unit.name + "; other ranks units #" + std::to_string(least) +
-          " to #" + std::to_string(most) +
+          std::to_string(context_.rank) + ": unit #" + std::to_string(group) + ", " + unit.name +
+          "; the ranks' units range from #" + std::to_string(least) + " to #" + std::to_string(most) +
           "): every rank must run the same operators on the model in the same order. Was optimizer.step() called "
           "directly (use fabric.step(optimizer)), or does the forward branch on this rank's data?");
     }
@@ -385,18 +380,27 @@ class FsdpStrategy : public ShardedStrategy {
     for (int owner = 0; owner < context_.world_size; ++owner) {
       std::vector<at::Tensor> owned;
       for (size_t index : unit.members) {
-        if (parameters_[index].owner == owner) owned.push_back(parameters_[index].tensor.detach());
+        if (parameters_[index].owner == owner) owned.push_back(same_memory_own_version(parameters_[index].tensor));
       }
       if (!owned.empty()) c10d::broadcast_coalesced(context_.group, owned, cap, owner);
     }
-    for (size_t index : unit.members) parameters_[index].version = parameters_[index].tensor._version();
+  }
+
+  // A tensor over `parameter`'s memory with a version counter of its own:
+  // writing the gathered values through it leaves the parameter's version
+  // as it was. (Through `detach()`, which shares it, a unit brought back in
+  // the backward would look modified in place to every autograd node that
+  // saved one of its other weights.)
+  static at::Tensor same_memory_own_version(const at::Tensor& parameter) {
+    at::Tensor alias = at::empty({0}, parameter.options().requires_grad(false));
+    alias.set_(parameter.storage(), parameter.storage_offset(), parameter.sizes(), parameter.strides());
+    return alias;
   }
 
   std::shared_ptr<HookTarget> hooks_;
   std::vector<FsdpUnit> units_;
   std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;
   bool armed_ = false;
-  // Last: destroyed first, while the units its fill reads still exist.
   StorageMaterializer materializer_;
 };
 

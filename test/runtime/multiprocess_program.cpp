@@ -157,6 +157,12 @@ struct Arguments {
   std::string disagree;
 };
 
+// --blocks: six layers in three blocks of two (block0.layer0, ...), as a
+// transformer's blocks hold several weights: under fsdp with a unit per
+// block, the middle block is brought back in the backward after both of its
+// weights were saved, and its second weight is read after that.
+bool square_net_blocks = false;
+
 Arguments parse_arguments(int argc, char** argv) {
   Arguments arguments;
   if (argc > 1) arguments.scenario = argv[1];
@@ -177,6 +183,7 @@ Arguments parse_arguments(int argc, char** argv) {
     if (name == "--bucket-cap-mb") arguments.bucket_cap_mb = std::stod(value);
     if (name == "--fsdp-min-num-params") arguments.fsdp_min_num_params = std::stoll(value);
     if (name == "--fsdp-state-dict-type") arguments.fsdp_state_dict_type = value;
+    if (name == "--blocks") square_net_blocks = value == "1";
     if (name == "--find-unused") arguments.find_unused = value == "1";
     if (name == "--uncaught") arguments.uncaught = value == "1";
     if (name == "--unused-rank") arguments.unused_rank = std::stoi(value);
@@ -1040,7 +1047,16 @@ int run_scaler_checks(const Arguments& arguments) {
 // exactly half of the parameters' bytes.
 struct SquareNetImpl : torch::nn::Module {
   SquareNetImpl() {
-    for (int i = 0; i < 4; ++i) layers.push_back(register_module("layer" + std::to_string(i), torch::nn::Linear(32, 32)));
+    for (int i = 0; i < (square_net_blocks ? 6 : 4); ++i) {
+      torch::nn::Linear layer(32, 32);
+      const std::string name = "layer" + std::to_string(i);
+      if (!square_net_blocks) {
+        layers.push_back(register_module(name, layer));
+        continue;
+      }
+      if (i % 2 == 0) blocks.push_back(register_module("block" + std::to_string(i / 2), std::make_shared<torch::nn::Module>()));
+      layers.push_back(blocks.back()->register_module(name, layer));
+    }
   }
   torch::Tensor forward(torch::Tensor x) {
     for (size_t i = 0; i < layers.size(); ++i) {
@@ -1050,6 +1066,7 @@ struct SquareNetImpl : torch::nn::Module {
     return x;
   }
   std::vector<torch::nn::Linear> layers;
+  std::vector<std::shared_ptr<torch::nn::Module>> blocks;
 };
 TORCH_MODULE(SquareNet);
 
@@ -1266,15 +1283,20 @@ int run_zero_checks(const Arguments& arguments) {
                    std::to_string(world) + ".pt");
     part.read("entry0", saved_model);
     int64_t values_in_part = 0, values = 0;
-    for (const auto& child : model->named_children()) {
-      torch::serialize::InputArchive saved_child;
-      const bool has_child = saved_model.try_read(child.key(), saved_child);
-      for (const auto& item : child.value()->named_parameters(/*recurse=*/false)) {
-        values += item.value().numel();
-        torch::Tensor saved;
-        if (has_child && saved_child.try_read(item.key(), saved)) values_in_part += saved.numel();
-      }
-    }
+    std::function<void(torch::nn::Module&, torch::serialize::InputArchive*)> count =
+        [&](torch::nn::Module& module, torch::serialize::InputArchive* saved_module) {
+          for (const auto& item : module.named_parameters(/*recurse=*/false)) {
+            values += item.value().numel();
+            torch::Tensor saved;
+            if (saved_module != nullptr && saved_module->try_read(item.key(), saved)) values_in_part += saved.numel();
+          }
+          for (const auto& child : module.named_children()) {
+            torch::serialize::InputArchive saved_child;
+            const bool has_child = saved_module != nullptr && saved_module->try_read(child.key(), saved_child);
+            count(*child.value(), has_child ? &saved_child : nullptr);
+          }
+        };
+    count(*model, &saved_model);
     const auto in_all_parts = fabric.all_reduce(torch::tensor(values_in_part), fabric::ReduceOp::Sum).item<int64_t>();
     fabric.print("fsdp: rank 0's part holds", values_in_part, "of", values, "parameter values");
     check(values_in_part > 0 && values_in_part < values && in_all_parts == values,
