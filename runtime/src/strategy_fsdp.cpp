@@ -197,26 +197,15 @@ class FsdpStrategy : public ShardedStrategy {
         flags.push_back(reaches ? 1 : 0);
       }
     }
-    const auto count = static_cast<int64_t>(flags.size());
-    auto both = at::empty({2 * count}, at::kLong);
-    for (int64_t i = 0; i < count; ++i) {
-      both[i] = flags[static_cast<size_t>(i)];
-      both[count + i] = -flags[static_cast<size_t>(i)];
-    }
-    std::vector<at::Tensor> tensors{both.to(context_.device)};
-    c10d::AllreduceOptions options;
-    options.reduceOp = c10d::ReduceOp::MAX;
-    context_.group->allreduce(tensors, options)->wait();
-    const auto agreed = tensors[0].cpu();
-    const int64_t* values = agreed.data_ptr<int64_t>();
+    const auto [most_of, least_of] = max_and_min_across_ranks(flags);
     size_t position = 0;
     for (auto& unit : units_) {
       bool uniform = true;
       bool any = false;
       unit.expected.assign(unit.members.size(), 0);
       for (size_t k = 0; k < unit.members.size(); ++k, ++position) {
-        const int64_t most = values[position];
-        const int64_t least = -values[static_cast<size_t>(count) + position];
+        const int64_t most = most_of[position];
+        const int64_t least = least_of[position];
         uniform = uniform && most == least;
         any = any || most > 0;
         unit.expected[k] = most > 0 && least > 0 ? 1 : 0;
@@ -360,14 +349,9 @@ class FsdpStrategy : public ShardedStrategy {
   // owner into the fresh storages.
   void fill_or_throw(size_t group) {
     const FsdpUnit& unit = units_.at(group);
-    auto both = at::tensor({static_cast<int64_t>(group), -static_cast<int64_t>(group)}, at::kLong);
-    std::vector<at::Tensor> check{both.to(context_.device)};
-    c10d::AllreduceOptions options;
-    options.reduceOp = c10d::ReduceOp::MAX;
-    context_.group->allreduce(check, options)->wait();
-    const auto agreed = check[0].cpu();
-    const int64_t most = agreed[0].item<int64_t>();
-    const int64_t least = -agreed[1].item<int64_t>();
+    const auto [most_of, least_of] = max_and_min_across_ranks({static_cast<int64_t>(group)});
+    const int64_t most = most_of[0];
+    const int64_t least = least_of[0];
     if (most != least) {
       throw std::runtime_error(
           "fabric: strategy 'fsdp': the ranks are bringing back different units of sharded parameters (rank " +
@@ -384,6 +368,23 @@ class FsdpStrategy : public ShardedStrategy {
       }
       if (!owned.empty()) c10d::broadcast_coalesced(context_.group, owned, cap, owner);
     }
+  }
+
+  // Each value's largest and smallest over the ranks, in one MAX all-reduce
+  // of the values and their negations.
+  std::pair<std::vector<int64_t>, std::vector<int64_t>> max_and_min_across_ranks(const std::vector<int64_t>& values) {
+    std::vector<int64_t> both(values);
+    for (int64_t value : values) both.push_back(-value);
+    std::vector<at::Tensor> tensors{at::tensor(both, at::kLong).to(context_.device)};
+    c10d::AllreduceOptions options;
+    options.reduceOp = c10d::ReduceOp::MAX;
+    context_.group->allreduce(tensors, options)->wait();
+    const auto agreed = tensors[0].cpu().contiguous();
+    const int64_t* reduced = agreed.data_ptr<int64_t>();
+    std::vector<int64_t> most(reduced, reduced + values.size());
+    std::vector<int64_t> least;
+    for (size_t i = 0; i < values.size(); ++i) least.push_back(-reduced[values.size() + i]);
+    return {most, least};
   }
 
   // A tensor over `parameter`'s memory with a version counter of its own:
