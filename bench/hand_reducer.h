@@ -7,7 +7,7 @@
 
 #include <fabric/fabric.h>
 
-#include "c10d_compat.h"
+#include "utilities/c10d_compat.h"
 
 #include <algorithm>
 #include <memory>

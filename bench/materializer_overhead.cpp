@@ -10,7 +10,7 @@
 // their ratio, best of 3 rounds, measured in the same run.
 #include "bench_arguments.h"
 #include "deep_mlp.h"
-#include "storage_materializer.h"
+#include "strategies/storage_materializer.h"
 
 #include <algorithm>
 #include <chrono>

@@ -1,11 +1,10 @@
 #include <fabric/fabric.h>
 
-#include "checkpoint_load.h"
-#include "accelerator.h"
-#include "cluster_environment.h"
-#include "environment_variables.h"
-#include "fabric_state.h"
-#include "precision.h"
+#include "connector.h"
+#include "plugins/environments/cluster_environment.h"
+#include "strategies/strategy.h"
+#include "utilities/environment_variables.h"
+#include "utilities/sync_check.h"
 
 #include <dlfcn.h>
 #include <fcntl.h>
@@ -35,42 +34,85 @@
 #endif
 
 namespace fabric {
+namespace detail {
+
+// What a Fabric keeps besides its strategy (which owns the process group,
+// precision and checkpoint IO): the set-up models and what it has already
+// said. Only this file sees it.
+class FabricState {
+ public:
+  Options options;
+  int64_t log_calls = 0;
+  int uncaught_exceptions_at_construction = std::uncaught_exceptions();
+  std::unique_ptr<Strategy> strategy;
+
+  Collectives& collectives() const { return strategy->collectives(); }
+  const ProcessPlacement& placement() const { return strategy->collectives().placement(); }
+  const torch::Device& device() const { return strategy->device(); }
+
+  // Every set-up model. A model held by value is not owned (`owner` is
+  // null) and may be destroyed before the Fabric, so nothing after setup
+  // dereferences `address`: backward, the sync check and the warnings use
+  // the parameter tensors kept here (the same tensors the model holds).
+  // An optimizer's parameters that no set-up model owned when
+  // setup_optimizer saw them are one more entry (`loose`): `owner` is a
+  // module of Fabric's own that holds those tensors (LooseParameters), so
+  // the strategies, backward, the loss scaler and the sync check treat them
+  // as a model.
+  struct SetUpModel {
+    const torch::nn::Module* address = nullptr;
+    std::shared_ptr<torch::nn::Module> owner;
+    bool loose = false;
+    NamedParameters parameters;
+    // Per parameter: whether it required grad when the strategy last set up
+    // the model's gradient synchronization (setup(), or a backward that
+    // found the set changed: see Fabric::backward).
+    std::vector<char> trained;
+    int no_sync_depth = 0;  // how many no_backward_sync guards hold it
+  };
+  std::vector<SetUpModel> models;
+  SetUpModel* find_model(const torch::nn::Module* address) {
+    for (auto& model : models) {
+      if (model.address == address) return &model;
+    }
+    return nullptr;
+  }
+
+  // FABRIC_CHECK_SYNC=1.
+  std::unique_ptr<SyncCheck> sync_check;
+  // Optimizers seen to step a set-up model's parameters (never dereferenced).
+  std::unordered_set<const torch::optim::Optimizer*> optimizers_known_set_up;
+  bool warned_backward_without_setup = false;
+  // Backward passes run by this process: a loader's ShardSampler reads it to
+  // tell training loaders (padded shares) from evaluation ones (exact).
+  std::shared_ptr<std::atomic<uint64_t>> backward_passes = std::make_shared<std::atomic<uint64_t>>(0);
+  // Backward passes that all-reduced (or reduce-scattered) a model's
+  // gradients; Fabric::gradient_synchronizations.
+  uint64_t gradient_synchronizations = 0;
+  bool warned_step_without_setup = false;
+  // Optimizers whose parameters of no set-up model became a loose entry of
+  // `models` (numbers them in messages), and whether rank 0 said what that
+  // leaves out (the modules' buffers).
+  int loose_sets = 0;
+  bool noted_loose_parameters = false;
+};
+
+// PyTorch DDP's default.
+constexpr size_t kBroadcastBucketBytes = 250 * 1024 * 1024;
+
+}  // namespace detail
 
 Fabric::Fabric(Options options) : state_(std::make_unique<detail::FabricState>()) {
   auto& state = *state_;
   options.override_from_environment();
   state.options = options;
-
-  const detail::AcceleratorChoice accelerator = detail::choose_accelerator(options);
-  auto& placement = state.placement;
-  if (auto from_environment = detail::placement_from_environment()) {
-    placement = *from_environment;
-  } else {
-    placement = detail::placement_from_options(options, accelerator.local_processes);
-  }
-  state.device = detail::device_for_local_rank(accelerator, options, placement.local_rank);
-
-  detail::start_loss_scaler(state.scaler, options);
-
-  std::string strategy = options.strategy();
-  if (strategy == "auto") strategy = placement.world_size > 1 ? "ddp" : "single_device";
-  if (strategy == "single_device" && placement.world_size > 1) {
-    throw std::invalid_argument("fabric: strategy 'single_device' runs one process, but the job has " +
-                                std::to_string(placement.world_size) + " (devices=" + options.devices().to_string() +
-                                ", num_nodes=" + std::to_string(placement.num_nodes) + "). Use 'ddp' or 'auto'.");
-  }
-  auto& context = state.context;
-  context.options = state.options;
-  context.strategy = strategy;
-  context.rank = placement.global_rank;
-  context.world_size = placement.world_size;
-  context.device = state.device;
-  state.strategy = detail::make_strategy(context);
+  // The connector resolves the options into the strategy and its plugins.
+  state.strategy = detail::connect_strategy(options);
   if (detail::SyncCheck::requested()) state.sync_check = std::make_unique<detail::SyncCheck>();
   // fabricize verify: the seed an instrumented original takes first in
   // main, and this rank's record (nothing when FABRIC_VERIFY_RECORD is unset).
-  verify::begin(placement.global_rank, placement.world_size);
-  verify::record_strategy(strategy);
+  verify::begin(global_rank(), world_size());
+  verify::record_strategy(state.strategy->name());
 }
 
 CheckpointError::CheckpointError(const std::string& message)
@@ -79,28 +121,29 @@ CheckpointError::CheckpointError(const std::string& message)
 Fabric::~Fabric() {
   auto& state = *state_;
   const bool unwinding = std::uncaught_exceptions() > state.uncaught_exceptions_at_construction;
-  if (state.monitor) {
+  detail::JobMonitor* const monitor = state.strategy->collectives().monitor();
+  if (monitor) {
     // Every rank waits here until all have finished; a rank that another
     // one waits for in a collective ends the job instead (exit code 1).
     if (!unwinding) {
-      state.monitor->finish();
-    } else if (state.placement.launcher != "fabric" &&
-               !(state.placement.launcher.empty() && state.placement.local_world_size > 1)) {
+      monitor->finish();
+    } else if (state.placement().launcher != "fabric" &&
+               !(state.placement().launcher.empty() && state.placement().local_world_size > 1)) {
       // No launcher of Fabric's watches this job's exits: ranks waiting at
       // the end learn from the store that this one will not come.
-      state.monitor->abandon("raised an exception");
+      monitor->abandon("raised an exception");
     }
   }
-  if (!unwinding && state.strategy && state.monitor) {
+  if (!unwinding && monitor) {
     try {
-      state.collective("fabric shutdown", [&] { state.strategy->before_shutdown(); });
+      state.collectives().run("fabric shutdown", [&] { state.strategy->before_shutdown(); });
     } catch (const std::exception& error) {
       std::fprintf(stderr, "fabric: error while shutting down: %s\n", error.what());
     }
   }
   // Rank 0 first waits for the ranks it started (they may still use the
   // process group and the store it serves); a failed one ends the process.
-  if (state.launched) detail::finish_launch(unwinding);
+  if (state.collectives().launched()) detail::finish_launch(unwinding);
   try {
     if (is_global_zero()) {
       for (const auto& logger : state.options.loggers()) logger->finalize();
@@ -109,11 +152,9 @@ Fabric::~Fabric() {
         if (!summary.empty()) detail::write_stderr_line(summary);
       }
     }
-    state.monitor.reset();
+    // The strategy's own state (Reducers, fsdp's units) goes first, then its
+    // plugins: the monitor, the process group, the store.
     state.strategy.reset();
-    state.context.group.reset();
-    state.group.reset();
-    state.store.reset();
   } catch (const std::exception& error) {
     std::fprintf(stderr, "fabric: error while shutting down: %s\n", error.what());
   }
@@ -121,17 +162,17 @@ Fabric::~Fabric() {
 
 void Fabric::launch() {
   auto& state = *state_;
-  if (state.launched) throw std::logic_error("fabric: launch() was called twice");
-  state.launched = true;
+  if (state.collectives().launched()) throw std::logic_error("fabric: launch() was called twice");
+  state.collectives().mark_launched();
   // A rank other than 0 that a launcher of Fabric's started printed what
   // main printed before launch() to /dev/null (rank 0 prints it once); its
   // standard output is the launcher's from here on.
   detail::restore_stdout_at_launch();
-  auto& placement = state.placement;
+  const auto& placement = state.placement();
   if (placement.world_size == 1) return;
 
 #ifdef USE_C10D_NCCL
-  if (state.device.is_cuda()) c10::cuda::set_device(state.device.index());
+  if (state.device().is_cuda()) c10::cuda::set_device(state.device().index());
 #endif
   if (placement.launcher == "fabric") detail::watch_launcher_channel(placement.global_rank);
 
@@ -144,117 +185,18 @@ void Fabric::launch() {
   }
 
   const bool starts_local_ranks = placement.launcher.empty() && placement.local_world_size > 1;
-  // The store client's own connect timeout applies first (it retries until
-  // rank 0 listens); this deadline only ends a connection nobody answers.
-  const auto store_connect_deadline = state.options.timeout() + std::chrono::seconds(5);
-  auto connect_store = [&] {
-    c10d::TCPStoreOptions store_options;
-    store_options.port = static_cast<std::uint16_t>(placement.master_port);
-    store_options.isServer = placement.global_rank == 0;
-    store_options.numWorkers = static_cast<size_t>(placement.world_size);
-    // The process group's rendezvous waits for everybody anyway, and rank 0
-    // must not block here before it has started the other ranks.
-    store_options.waitWorkers = false;
-    store_options.timeout = state.options.timeout();
-    // Rank 0 serves the store on the address the ranks connect to only
-    // (loopback for a single-node job), not on every interface.
-    detail::BindScope bind_scope(store_options.isServer ? detail::store_bind_address(placement) : "");
-    const std::string where = placement.master_addr + ":" + std::to_string(placement.master_port);
-    c10::intrusive_ptr<c10d::TCPStore> store;
-    try {
-      store = store_options.isServer
-                  ? c10::make_intrusive<c10d::TCPStore>(placement.master_addr, store_options)
-                  : detail::connect_store_client(placement.master_addr, store_options, store_connect_deadline);
-    } catch (const std::exception& error) {
-      const std::string cause = detail::first_line_of(error.what());
-      if (store_options.isServer) {
-        throw std::runtime_error(
-            "fabric: rank 0 cannot serve the rendezvous store on " + where + " (MASTER_ADDR:MASTER_PORT): " + cause +
-            (placement.master_port != 0 ? " Another program may hold the port: choose a free MASTER_PORT, or leave it "
-                                          "unset (single node) and Fabric picks one."
-                                        : ""));
-      }
-      throw std::runtime_error("fabric: rank " + std::to_string(placement.global_rank) +
-                               " cannot reach the rendezvous store of rank 0 at " + where +
-                               " (MASTER_ADDR:MASTER_PORT) within " + std::to_string(state.options.timeout().count()) +
-                               " ms (Options::timeout): " + cause);
-    }
-    // Port 0 asks the kernel for a free port; the server knows which it got,
-    // with no window in which another program could take it.
-    placement.master_port = store->getPort();
-    detail::bound_store_connections(placement.master_port, state.options.timeout());
-    state.store = store;
-  };
-  if (placement.global_rank == 0) {
-    connect_store();
-    if (starts_local_ranks) detail::start_local_ranks(placement);
-  } else {
-    // Another node's local rank 0: start this node's ranks first, so that
-    // they connect while this one does.
-    if (starts_local_ranks) detail::start_local_ranks(placement);
-    state.collective([&] { connect_store(); });
-  }
-
-  state.collective([&] {
-    const detail::GlooAddress address = detail::gloo_address(placement);
-    state.layout = detail::check_job(*state.store, placement, state.options.timeout(), address.address);
-    if (state.device.is_cuda()) {
-#ifdef USE_C10D_NCCL
-      // NCCL's bootstrap picks its own interface; across nodes, the one
-      // that reaches node 0 unless the user named one.
-      if (placement.num_nodes > 1 && std::getenv("NCCL_SOCKET_IFNAME") == nullptr) {
-        const std::string interface = detail::interface_with_address(address.address);
-        if (!interface.empty()) ::setenv("NCCL_SOCKET_IFNAME", interface.c_str(), 0);
-      }
-      state.group = detail::c10d_compat::make_nccl_group(state.store, placement.global_rank, placement.world_size,
-                                                         state.options.timeout());
-      return;
-#endif
-    }
-    detail::c10d_compat::GlooDevice gloo_device;
-    try {
-      gloo_device = address.interface.empty() ? c10d::ProcessGroupGloo::createDeviceForHostname(address.address)
-                                              : c10d::ProcessGroupGloo::createDeviceForInterface(address.interface);
-    } catch (const std::exception& error) {
-      throw std::runtime_error("fabric: rank " + std::to_string(placement.global_rank) +
-                               " cannot open Gloo's network device on " +
-                               (address.interface.empty() ? address.address : address.interface) + " (" + address.why +
-                               "): " + detail::first_line_of(error.what()));
-    }
-    state.group = detail::c10d_compat::make_gloo_group(state.store, placement.global_rank, placement.world_size,
-                                                       state.options.timeout(), gloo_device);
-  });
-  state.context.group = state.group;
-  state.collective(
-      [&] { detail::agree_on_default_generator(*state.store, placement.global_rank, state.options.timeout()); });
-
-  // The JobMonitor's watchdog gets a store connection of its own.
-  detail::JobMonitor::Config monitor_config;
-  monitor_config.rank = placement.global_rank;
-  monitor_config.world_size = placement.world_size;
-  monitor_config.supervised = placement.launcher == "fabric" || starts_local_ranks;
-  c10::intrusive_ptr<c10d::Store> watchdog_store = state.collective([&] {
-    c10d::TCPStoreOptions client_options;
-    client_options.port = static_cast<std::uint16_t>(placement.master_port);
-    client_options.isServer = false;
-    client_options.numWorkers = static_cast<size_t>(placement.world_size);
-    client_options.waitWorkers = false;
-    client_options.timeout = state.options.timeout();
-    auto client = detail::connect_store_client(placement.master_addr, client_options, store_connect_deadline);
-    detail::bound_store_connections(placement.master_port, state.options.timeout());
-    return c10::intrusive_ptr<c10d::Store>(client);
-  });
-  state.monitor = std::make_unique<detail::JobMonitor>(monitor_config, state.store, std::move(watchdog_store));
+  state.strategy->setup_environment(starts_local_ranks);
   detail::report_joined();
 }
 
-torch::Device Fabric::device() const { return state_->device; }
-int Fabric::global_rank() const { return state_->placement.global_rank; }
-int Fabric::local_rank() const { return state_->placement.local_rank; }
-int Fabric::node_rank() const { return state_->placement.node_rank; }
-int Fabric::world_size() const { return state_->placement.world_size; }
-bool Fabric::is_global_zero() const { return state_->placement.global_rank == 0; }
+torch::Device Fabric::device() const { return state_->device(); }
+int Fabric::global_rank() const { return state_->placement().global_rank; }
+int Fabric::local_rank() const { return state_->placement().local_rank; }
+int Fabric::node_rank() const { return state_->placement().node_rank; }
+int Fabric::world_size() const { return state_->placement().world_size; }
+bool Fabric::is_global_zero() const { return state_->placement().global_rank == 0; }
 const Options& Fabric::options() const { return state_->options; }
+detail::Strategy& Fabric::strategy() const { return *state_->strategy; }
 
 namespace {
 
@@ -264,7 +206,8 @@ namespace {
 // that require grad.
 void broadcast_from_rank_zero(detail::FabricState& state, const char* call, const detail::NamedParameters& parameters,
                               const std::vector<at::Tensor>& buffers) {
-  if (!state.group) return;
+  const auto& group = state.collectives().group();
+  if (!group) return;
   std::vector<at::Tensor> values;
   std::vector<at::Tensor> trained_parameters;
   for (const auto& item : parameters) {
@@ -289,15 +232,15 @@ void broadcast_from_rank_zero(detail::FabricState& state, const char* call, cons
     stand_ins.emplace_back(value, carrier);
     value = carrier;
   }
-  state.collective(call, [&] {
+  state.collectives().run(call, [&] {
     // Fails with a clear message when ranks built different models.
-    c10d::verify_params_across_processes(state.group, trained_parameters, c10::nullopt);
+    c10d::verify_params_across_processes(group, trained_parameters, c10::nullopt);
     if (!values.empty()) {
       // fsdp: a whole-model bucket would be the run's peak (a model about
       // to be sharded is one that barely fits); the gradient bucket size.
       const size_t cap =
-          state.context.strategy == "fsdp" ? detail::bucket_bytes(state.options).second : detail::kBroadcastBucketBytes;
-      c10d::broadcast_coalesced(state.group, values, cap, 0);
+          state.strategy->name() == "fsdp" ? detail::bucket_bytes(state.options).second : detail::kBroadcastBucketBytes;
+      c10d::broadcast_coalesced(group, values, cap, 0);
     }
   });
   for (auto& [value, carrier] : stand_ins) value.copy_(carrier);
@@ -345,7 +288,7 @@ void release_loose_parameters(detail::FabricState& state, const detail::NamedPar
 // Both setup_module overloads; `owner` is null for a model held by value.
 void setup_model(detail::FabricState& state, torch::nn::Module& model, std::shared_ptr<torch::nn::Module> owner) {
   torch::nn::Module* const module = &model;
-  state.require_launched("setup()");
+  state.collectives().require_launched("setup()");
   // Fault injection for fabricize verify's own test: a runtime that draws a
   // random number must be caught by the 1-process comparison.
   if (detail::environment_integer("FABRIC_TEST_DRAW_RANDOM_AT_SETUP", 0) != 0) (void)torch::rand({1});
@@ -374,7 +317,7 @@ void setup_model(detail::FabricState& state, torch::nn::Module& model, std::shar
       state.models.erase(state.models.begin() + (known - state.models.data()));
     }
   }
-  detail::move_to_device_and_precision(*module, state.device, state.options.precision());
+  state.strategy->precision().convert_module(*module);
   if (first_setup) {
     detail::FabricState::SetUpModel entry;
     entry.address = module;
@@ -391,7 +334,7 @@ void setup_model(detail::FabricState& state, torch::nn::Module& model, std::shar
   // A model set up again may be sharded (fsdp): whole while it is broadcast.
   std::function<void()> readable;
   if (!first_setup)
-    readable = state.collective("fabric.setup()", [&] { return state.strategy->make_parameters_readable(); });
+    readable = state.collectives().run("fabric.setup()", [&] { return state.strategy->make_parameters_readable(); });
   struct Undo {
     std::function<void()>& step;
     ~Undo() {
@@ -406,7 +349,7 @@ void setup_model(detail::FabricState& state, torch::nn::Module& model, std::shar
     state.strategy->module_loaded(*module);
     return;
   }
-  state.collective("fabric.setup()", [&] { state.strategy->setup_module(*module, trained); });
+  state.collectives().run("fabric.setup()", [&] { state.strategy->setup_module(*module, trained); });
 }
 
 // An optimizer's parameters that no set-up model owns (a class that is not a
@@ -443,7 +386,7 @@ void setup_loose_parameters(detail::FabricState& state, detail::NamedParameters 
   // Leaf tensors: LibTorch's optimizers refuse others ("can't optimize a
   // non-leaf Tensor").
   auto holder = std::make_shared<LooseParameters>(loose);
-  detail::move_to_device_and_precision(*holder, state.device, state.options.precision());
+  state.strategy->precision().convert_module(*holder);
   ++state.loose_sets;
   detail::FabricState::SetUpModel entry;
   entry.address = holder.get();
@@ -459,17 +402,17 @@ void setup_loose_parameters(detail::FabricState& state, detail::NamedParameters 
   }
   state.models.push_back(std::move(entry));
   broadcast_from_rank_zero(state, "fabric.setup_optimizer()", loose, {});
-  state.collective("fabric.setup_optimizer()", [&] { state.strategy->setup_module(*holder, trained); });
+  state.collectives().run("fabric.setup_optimizer()", [&] { state.strategy->setup_module(*holder, trained); });
 
   // What Fabric cannot do without the modules: their buffers.
-  if (state.placement.world_size == 1 || state.noted_loose_parameters) return;
+  if (state.placement().world_size == 1 || state.noted_loose_parameters) return;
   state.noted_loose_parameters = true;
-  if (state.placement.global_rank != 0) return;
+  if (state.placement().global_rank != 0) return;
   detail::write_stderr_line("fabric: note: fabric.setup_optimizer(): " + std::to_string(loose.size()) +
                             " parameter tensor" + (loose.size() == 1 ? "" : "s") + " (" + std::to_string(values) +
                             " values) of this optimizer belong to no model passed to fabric.setup(); Fabric "
                             "synchronizes them as a set of their own under strategy '" +
-                            state.context.strategy +
+                            state.strategy->name() +
                             "' (rank 0's values broadcast now, gradients averaged across ranks in every "
                             "fabric.backward() that reaches them). The modules that hold them are not visible to "
                             "Fabric, so their buffers (BatchNorm running statistics, other registered buffers) are "
@@ -488,7 +431,7 @@ void Fabric::setup_module(torch::nn::Module& module) { setup_model(*state_, modu
 
 void Fabric::setup_optimizer(torch::optim::Optimizer& optimizer) {
   auto& state = *state_;
-  state.require_launched("setup()");
+  state.collectives().require_launched("setup()");
   // An optimizer the strategy cannot run is refused before anything changes.
   state.strategy->setup_optimizer(optimizer);
   // The parameters of a set-up model were moved, cast and broadcast with it
@@ -516,8 +459,8 @@ void Fabric::setup_optimizer(torch::optim::Optimizer& optimizer) {
   if (!loose.empty()) setup_loose_parameters(state, std::move(loose));
   for (const auto& group : groups) {
     for (const auto& parameter : group.params()) {
-      TORCH_CHECK(!parameter.defined() || parameter.device() == state.device,
-                  "fabric::setup: an optimizer parameter is on ", parameter.device(), " instead of ", state.device,
+      TORCH_CHECK(!parameter.defined() || parameter.device() == state.device(),
+                  "fabric::setup: an optimizer parameter is on ", parameter.device(), " instead of ", state.device(),
                   " (it was moved after it was set up); move it back, or load values with "
                   "fabric.load()");
     }
@@ -562,17 +505,18 @@ void agree_on_trained_parameters(detail::FabricState& state) {
       values += parameter.numel();
     }
   }
-  const int world = state.placement.world_size;
+  const int world = state.placement().world_size;
   auto mine = at::empty({kTrainedSetFields}, at::kLong);
   auto* fields = mine.data_ptr<int64_t>();
   fields[0] = kTrainedSetTag;
   fields[1] = static_cast<int64_t>(hash);
   fields[2] = tensors;
   fields[3] = values;
-  std::vector<at::Tensor> input{mine.to(state.device)};
+  std::vector<at::Tensor> input{mine.to(state.device())};
   std::vector<std::vector<at::Tensor>> output(1);
   for (int r = 0; r < world; ++r) output[0].push_back(at::empty_like(input[0]));
-  state.collective(detail::kTrainedSetChangedCall, [&] { state.group->allgather(output, input)->wait(); });
+  state.collectives().run(detail::kTrainedSetChangedCall,
+                          [&] { state.collectives().group()->allgather(output, input)->wait(); });
   std::vector<std::array<int64_t, kTrainedSetFields>> all(static_cast<size_t>(world));
   for (int r = 0; r < world; ++r) {
     const auto received = output[0][static_cast<size_t>(r)].cpu();
@@ -595,7 +539,7 @@ void agree_on_trained_parameters(detail::FabricState& state) {
       "(requires_grad_) the same parameters at the same step on every rank (a condition that "
       "differs per rank, such as its own loss or data, must be all-reduced first).";
   if (!absent.empty()) {
-    throw std::runtime_error("fabric.backward(): on rank " + std::to_string(state.placement.global_rank) +
+    throw std::runtime_error("fabric.backward(): on rank " + std::to_string(state.placement().global_rank) +
                              " the set of parameters that require grad changed since the previous backward, but "
                              "rank" +
                              (absent.find(',') != std::string::npos ? "s " : " ") + absent +
@@ -634,7 +578,7 @@ void follow_trained_parameters(detail::FabricState& state) {
     }
   }
   if (changed.empty()) return;
-  if (state.group) agree_on_trained_parameters(state);
+  if (state.collectives().group()) agree_on_trained_parameters(state);
   for (const size_t k : changed) {
     auto& model = state.models[k];
     detail::NamedParameters trained;
@@ -666,7 +610,7 @@ void Fabric::backward(const torch::Tensor& loss, const torch::Tensor& gradient, 
   // parameters would wait for their gradients forever).
   detail::BackwardGraph graph;
   auto& reached = graph.nodes;
-  const bool scaling = state.scaler.active;
+  const bool scaling = state.strategy->precision().scales_loss();
   if ((state.strategy->needs_reached_models() || scaling) && loss.grad_fn()) {
     std::vector<const torch::autograd::Node*> pending{loss.grad_fn().get()};
     reached.insert(pending.back());
@@ -703,7 +647,7 @@ void Fabric::backward(const torch::Tensor& loss, const torch::Tensor& gradient, 
   }
   // Several ranks, and a loss that reaches no set-up model: nothing is
   // synchronized, and the ranks silently train different models.
-  if (state.placement.world_size > 1 && !state.warned_backward_without_setup && loss.grad_fn() &&
+  if (state.placement().world_size > 1 && !state.warned_backward_without_setup && loss.grad_fn() &&
       (state.models.empty() || (!reached.empty() && models.empty()))) {
     state.warned_backward_without_setup = true;
     if (is_global_zero()) {
@@ -719,25 +663,25 @@ void Fabric::backward(const torch::Tensor& loss, const torch::Tensor& gradient, 
 
   // Outside the collective: an error here involves no other rank.
   state.strategy->check_backward(models);
-  state.collective("fabric.backward()", [&] {
+  state.collectives().run("fabric.backward()", [&] {
     // The backward pass runs outside autocast: a migrated loop opens
     // fabric.autocast() before its forward, and the scope usually still
     // holds at fabric.backward(loss). Each backward op runs in the dtype
     // autocast chose for its forward op (as PyTorch advises: no backward
     // under autocast).
-    detail::AutocastPause no_autocast(state.device.type());
+    detail::AutocastPause no_autocast(state.device().type());
     state.strategy->before_backward(models, loss);
     if (scaling) {
-      (loss * state.scaler.scale).backward(gradient, retain_graph, create_graph);
+      (loss * state.strategy->precision().scaler().scale).backward(gradient, retain_graph, create_graph);
     } else {
       loss.backward(gradient, retain_graph, create_graph);
     }
     state.strategy->after_backward(models);
   });
-  if (state.monitor) state.monitor->count_backward();
+  if (auto* monitor = state.collectives().monitor()) monitor->count_backward();
   state.backward_passes->fetch_add(1);
   for (const auto& model : models) {
-    if (model.synchronized && state.placement.world_size > 1) {
+    if (model.synchronized && state.placement().world_size > 1) {
       ++state.gradient_synchronizations;
       break;
     }
@@ -745,7 +689,10 @@ void Fabric::backward(const torch::Tensor& loss, const torch::Tensor& gradient, 
   if (!scaling) return;
 
   // Gradients are reduced now (the Reducer finishes inside backward).
-  detail::unscale_and_update(state, synchronized_parameters);
+  state.strategy->precision().unscale_and_update(synchronized_parameters, [&state](bool local_inf) {
+    return state.collectives().run("fabric.backward() (loss scaler)",
+                                   [&] { return state.strategy->agree_any(local_inf); });
+  });
 }
 
 namespace {
@@ -754,7 +701,7 @@ namespace {
 // set-up model: its gradients were never all-reduced. Checked once per
 // optimizer until the first warning.
 void warn_if_optimizer_not_set_up(detail::FabricState& state, const torch::optim::Optimizer& optimizer) {
-  if (state.placement.world_size == 1 || state.warned_step_without_setup ||
+  if (state.placement().world_size == 1 || state.warned_step_without_setup ||
       state.optimizers_known_set_up.count(&optimizer) > 0) {
     return;
   }
@@ -774,8 +721,8 @@ void warn_if_optimizer_not_set_up(detail::FabricState& state, const torch::optim
   }
   if (!any_parameter) return;
   state.warned_step_without_setup = true;
-  if (state.placement.global_rank != 0) return;
-  detail::write_stderr_line("fabric: warning: fabric.step() runs on " + std::to_string(state.placement.world_size) +
+  if (state.placement().global_rank != 0) return;
+  detail::write_stderr_line("fabric: warning: fabric.step() runs on " + std::to_string(state.placement().world_size) +
                             " processes, but none of the optimizer's parameters belongs to a model passed to "
                             "fabric.setup(), so its gradients are not synchronized: every rank trains its own copy "
                             "of the model on its own data. Call fabric.setup(model, optimizer) once the optimizer "
@@ -788,10 +735,10 @@ void Fabric::step(torch::optim::Optimizer& optimizer) { step(optimizer, nullptr)
 
 torch::Tensor Fabric::step(torch::optim::Optimizer& optimizer, torch::optim::Optimizer::LossClosure closure) {
   auto& state = *state_;
-  state.require_launched("step()");
+  state.collectives().require_launched("step()");
   warn_if_optimizer_not_set_up(state, optimizer);
-  auto loss = state.collective("fabric.step()", [&] { return state.strategy->step(optimizer, closure); });
-  if (state.monitor) state.monitor->count_step();
+  auto loss = state.collectives().run("fabric.step()", [&] { return state.strategy->step(optimizer, closure); });
+  if (auto* monitor = state.collectives().monitor()) monitor->count_step();
   // Before the sync check, which ends the job when the ranks differ: the
   // record then shows the step where they did.
   verify::record_step(optimizer);
@@ -824,15 +771,15 @@ void Fabric::check_sync_after_step(torch::optim::Optimizer& optimizer) {
                             group_parameters[i]});
     }
   }
-  detail::FabricState::MonitorScope scope(state.monitor.get(), "fabric.step() (FABRIC_CHECK_SYNC)");
+  auto scope = state.collectives().scope("fabric.step() (FABRIC_CHECK_SYNC)");
   detail::SyncCheck::AllGather gather;
-  if (state.group) gather = [this](const at::Tensor& tensor) { return all_gather(tensor); };
+  if (state.collectives().group()) gather = [this](const at::Tensor& tensor) { return all_gather(tensor); };
   const std::string failure = state.sync_check->after_step(parameters, world_size(), gather);
   if (failure.empty()) return;
   // Every rank found the same: rank 0 says it once and every rank exits 1.
   detail::stop_reporting_child_exits();
   if (is_global_zero()) detail::write_stderr_line(failure);
-  if (!is_global_zero() && state.placement.launcher == "fabric") {
+  if (!is_global_zero() && state.placement().launcher == "fabric") {
     // Stopped by the launcher once rank 0 has spoken; exits itself otherwise.
     std::this_thread::sleep_for(std::chrono::seconds(10));
   }
@@ -855,5 +802,123 @@ int Fabric::printf(const char* format, ...) {
 }
 
 void Fabric::write_to_stdout(const std::string& text) { std::cout << text; }
+
+// ---- collectives, through the strategy's collectives plugin ------------------
+
+torch::Tensor Fabric::all_reduce(const torch::Tensor& tensor, ReduceOp op) {
+  return strategy().collectives().all_reduce(tensor, op);
+}
+
+double Fabric::all_reduce_double(double value, ReduceOp op) {
+  return all_reduce(torch::tensor(value, torch::kDouble), op).cpu().item<double>();
+}
+
+int64_t Fabric::all_reduce_integer(int64_t value, ReduceOp op) {
+  return all_reduce(torch::tensor(value, torch::kLong), op).cpu().item<int64_t>();
+}
+
+void Fabric::check_integer_reduction(ReduceOp op, const char* what) {
+  if (op != ReduceOp::Mean) return;
+  throw std::invalid_argument(std::string("fabric::all_reduce: ReduceOp::Mean of ") + what +
+                              " would not be one: pass a double (or float) to average, or reduce with "
+                              "ReduceOp::Sum and divide by the total count yourself");
+}
+
+void Fabric::throw_integer_overflow(const char* why) {
+  throw std::overflow_error(std::string("fabric::all_reduce: integers are reduced as int64_t; ") + why +
+                            ". Reduce a double instead");
+}
+
+std::vector<torch::Tensor> Fabric::all_gather(const torch::Tensor& tensor) {
+  return strategy().collectives().all_gather(tensor);
+}
+
+torch::Tensor Fabric::broadcast(const torch::Tensor& tensor, int src) {
+  return strategy().collectives().broadcast(tensor, src);
+}
+
+std::string Fabric::broadcast(const std::string& value, int src) {
+  return strategy().collectives().broadcast(value, src);
+}
+
+std::vector<int64_t> Fabric::broadcast_shard_order(std::vector<int64_t> order) {
+  return strategy().collectives().broadcast_shard_order(std::move(order));
+}
+
+void Fabric::barrier(const std::string& name) { strategy().collectives().barrier(name); }
+
+// ---- precision, through the strategy's precision plugin ---------------------
+
+double Fabric::loss_scale() const { return strategy().precision().loss_scale(); }
+
+Autocast Fabric::autocast() {
+  const detail::Precision& precision = strategy().precision();
+  return Autocast(precision.autocasts(), device().type(), precision.autocast_dtype());
+}
+
+torch::Tensor Fabric::clip_module_gradients(torch::nn::Module& module, torch::optim::Optimizer& /*optimizer*/,
+                                            c10::optional<double> clip_val, c10::optional<double> max_norm,
+                                            double norm_type, bool error_if_nonfinite) {
+  return strategy().clip_gradients(module, clip_val, max_norm, norm_type, error_if_nonfinite);
+}
+
+// ---- loggers ---------------------------------------------------------------------
+
+std::ofstream rank_zero_ofstream(const std::string& path, std::ios::openmode mode) {
+  return detail::open_rank_zero_ofstream(detail::global_zero_from_environment(), path, mode);
+}
+
+void Fabric::log(const std::string& name, double value, int64_t step) { log_dict(Metrics{{name, value}}, step); }
+
+void Fabric::log_dict(const Metrics& metrics, int64_t step) {
+  const int64_t call = state_->log_calls++;
+  if (!is_global_zero()) return;
+  for (const auto& logger : state_->options.loggers()) {
+    logger->log_metrics(metrics, step < 0 ? call : step);
+  }
+}
+
+const std::vector<std::shared_ptr<Logger>>& Fabric::loggers() const { return state_->options.loggers(); }
+
+// ---- gradient accumulation, rank_zero_first ---------------------------------------
+
+detail::FabricState* Fabric::checked_state_for_no_sync(const torch::nn::Module* module) {
+  if (state_->find_model(module) == nullptr) {
+    throw std::logic_error(
+        "fabric::no_backward_sync: the model was not set up; call fabric.setup(model, ...) "
+        "first");
+  }
+  return state_.get();
+}
+
+NoBackwardSync::NoBackwardSync(detail::FabricState* state, const torch::nn::Module* module, bool enabled)
+    : state_(state), module_(module), enabled_(enabled) {
+  if (enabled_) ++state_->find_model(module_)->no_sync_depth;
+}
+
+NoBackwardSync::~NoBackwardSync() {
+  // The model's entry is gone only if another model was set up at its
+  // address while the guard lived.
+  if (!enabled_) return;
+  if (auto* model = state_->find_model(module_)) --model->no_sync_depth;
+}
+
+RankZeroFirst Fabric::rank_zero_first(bool local) {
+  return RankZeroFirst(*this, local ? local_rank() == 0 : is_global_zero());
+}
+
+RankZeroFirst::RankZeroFirst(Fabric& fabric, bool first)
+    : fabric_(fabric), first_(first), uncaught_exceptions_(std::uncaught_exceptions()) {
+  // The others wait here until the first ones leave their scope.
+  if (!first_) fabric_.barrier("fabric.rank_zero_first");
+}
+
+RankZeroFirst::~RankZeroFirst() noexcept(false) {
+  // A first rank that leaves by an exception does not release the others;
+  // the launcher stops the job when that exception ends the process.
+  if (first_ && std::uncaught_exceptions() == uncaught_exceptions_) {
+    fabric_.barrier("fabric.rank_zero_first");
+  }
+}
 
 }  // namespace fabric

@@ -14,8 +14,8 @@
 // Ends with "N passed, N failed, N skipped"; exit code 1 on any failure.
 #include <fabric/fabric.h>
 
-#include "c10d_compat.h"
-#include "storage_materializer.h"
+#include "utilities/c10d_compat.h"
+#include "strategies/storage_materializer.h"
 
 #ifdef FABRIC_GPU_TEST_CUDA
 #include <c10/cuda/CUDACachingAllocator.h>

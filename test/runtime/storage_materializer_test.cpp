@@ -1,10 +1,10 @@
-// StorageMaterializer (runtime/src/storage_materializer.h): parameters whose
+// StorageMaterializer (runtime/src/strategies/storage_materializer.h): parameters whose
 // memory is released are brought back by the first operator that reads
 // them, in a forward and in a backward, on modules held every way users
 // hold them (a holder member, a Sequential, a by-value model, a parameter of
 // the model itself read through a plain function), and the results are the
 // ones the untouched model computes, bit for bit.
-#include "storage_materializer.h"
+#include "strategies/storage_materializer.h"
 
 #include <torch/torch.h>
 

@@ -57,12 +57,10 @@ namespace fabric {
 enum class ReduceOp { Sum, Mean, Max, Min };
 
 namespace detail {
-class FabricState;  // process group, reducers, launcher; see src/fabric.cpp
+class FabricState;  // the set-up models and what Fabric remembers; src/fabric.cpp
+class Strategy;     // owns the process group, precision and checkpoint IO
 // Path of the temporary file save() writes before renaming it over `path`.
 std::string temporary_path_for(const std::string& path);
-// Writes `bytes` to temporary_path_for(path) (created anew, never through a
-// symlink), syncs it and renames it over `path`. Throws std::runtime_error.
-void write_file_atomically(const std::string& path, const std::string& bytes);
 template <class T, class = void>
 struct is_module_holder : std::false_type {};
 template <class T>
@@ -109,7 +107,7 @@ struct RandomState {};
 namespace detail {
 #ifdef FABRIC_HAS_PLATEAU_SCHEDULER
 // ReduceLROnPlateauScheduler keeps its counters private; this adapter
-// (checkpoint_io.cpp) saves and restores them: the best metric, the bad
+// (checkpoints.cpp) saves and restores them: the best metric, the bad
 // epochs, the cooldown and the epoch count.
 std::shared_ptr<StatefulEntry> plateau_scheduler_state(torch::optim::ReduceLROnPlateauScheduler& scheduler);
 #endif
@@ -687,7 +685,7 @@ class Fabric {
       try {
         std::ostringstream bytes(std::ios::out | std::ios::binary);
         write(bytes);
-        detail::write_file_atomically(path, bytes.str());
+        write_checkpoint_file(path, bytes.str());
       } catch (const std::exception& failure) {
         error = failure.what();
         if (error.empty()) error = "unknown error";
@@ -696,10 +694,14 @@ class Fabric {
     finish_save(path, error);
   }
   void finish_save(const std::string& path, const std::string& error_on_rank_zero);
+  // Through the strategy's checkpoint IO (atomically, by default).
+  void write_checkpoint_file(const std::string& path, const std::string& bytes);
+  // The strategy, which owns the process group, precision and checkpoint IO.
+  detail::Strategy& strategy() const;
   // Collective: every set-up parameter's memory whole until the result is
   // destroyed (on every rank).
   std::shared_ptr<void> hold_parameters_readable();
-  // fsdp's sharded checkpoints (checkpoint_sharded.cpp): a directory in
+  // fsdp's sharded checkpoints (sharded_checkpoints.cpp): a directory in
   // which every rank writes its part; loaded on any number of ranks.
   bool saves_sharded() const;
   void save_sharded(const std::string& path, const State& state);

@@ -1,0 +1,588 @@
+// fabric::State and Fabric's checkpoints: save and load of a whole training
+// state, of one module, optimizer or other object, through the strategy
+// (which gathers and spreads sharded state) and its CheckpointIO plugin
+// (which writes and reads the files). fsdp's sharded checkpoints:
+// sharded_checkpoints.cpp.
+#include <fabric/fabric.h>
+
+#include "plugins/io/checkpoint_format.h"
+#include "plugins/io/checkpoint_load.h"
+#include "strategies/strategy.h"
+
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <cmath>
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <fstream>
+#include <iostream>
+#include <mutex>
+#include <stdexcept>
+#include <thread>
+#include <unordered_map>
+#include <unordered_set>
+
+namespace fabric {
+
+using detail::entry_key;
+using detail::kFormatKey;
+using detail::kFormatVersion;
+using detail::kGrowthTrackerKey;
+using detail::kKindsKey;
+using detail::kNamesKey;
+using detail::kScaleKey;
+using detail::read_string_list;
+using detail::SchedulerSteps;
+
+void Fabric::write_checkpoint_file(const std::string& path, const std::string& bytes) {
+  strategy().checkpoint_io().write(path, bytes);
+}
+
+// ---- checkpoints of the whole state ----------------------------------------
+
+std::vector<std::string> detail::read_string_list(torch::serialize::InputArchive& archive, const char* key,
+                                                  const std::string& path) {
+  c10::IValue value;
+  if (!archive.try_read(key, value) || !value.isList()) {
+    throw CheckpointError("fabric::load: '" + path + "' is not a fabric::State checkpoint (no '" + key +
+                          "'); was it written by fabric.save(path, object)? Load it with "
+                          "fabric.load(path, object) then");
+  }
+  std::vector<std::string> strings;
+  for (const auto& item : value.toListRef()) strings.push_back(item.toStringRef());
+  return strings;
+}
+
+const char* StateEntry::kind() const noexcept {
+  static const char* const kNames[] = {"module", "optimizer", "tensor", "int64",     "int32",  "double",
+                                       "float",  "bool",      "string", "scheduler", "loader", "random_state"};
+  static_assert(sizeof(kNames) / sizeof(kNames[0]) == std::variant_size<Target>::value,
+                "a name for every kind of entry");
+  if (const auto* const* stateful = std::get_if<detail::StatefulEntry*>(&target_)) return (*stateful)->kind();
+  return kNames[target_.index()];
+}
+
+#ifdef FABRIC_HAS_PLATEAU_SCHEDULER
+namespace detail {
+namespace {
+
+// A pointer to a private member, taken where access is not checked (an
+// explicit instantiation's arguments), and handed out by a friend.
+template <class Tag, typename Tag::Member Pointer>
+struct PrivateMember {
+  friend typename Tag::Member member(Tag) { return Pointer; }
+};
+using Plateau = torch::optim::ReduceLROnPlateauScheduler;
+// One tag per member (Id), of its type T; each declares its own plain
+// friend function (which GCC's -Wnon-template-friend asks about).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wnon-template-friend"
+#endif
+template <class T, int Id>
+struct PlateauField {
+  using Member = T Plateau::*;
+  friend Member member(PlateauField);
+};
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+using PlateauBest = PlateauField<float, 0>;
+using PlateauBadEpochs = PlateauField<int, 1>;
+using PlateauCooldown = PlateauField<int, 2>;
+using PlateauLastEpoch = PlateauField<int, 3>;
+template struct PrivateMember<PlateauBest, &Plateau::best>;
+template struct PrivateMember<PlateauBadEpochs, &Plateau::num_bad_epochs>;
+template struct PrivateMember<PlateauCooldown, &Plateau::cooldown_counter>;
+template struct PrivateMember<PlateauLastEpoch, &Plateau::last_epoch>;
+
+class PlateauSchedulerState final : public StatefulEntry {
+ public:
+  explicit PlateauSchedulerState(Plateau& scheduler) : scheduler_(scheduler) {}
+  void save_state(torch::serialize::OutputArchive& archive) const override {
+    archive.write("best", c10::IValue(static_cast<double>(scheduler_.*member(PlateauBest()))));
+    archive.write("num_bad_epochs", c10::IValue(static_cast<int64_t>(scheduler_.*member(PlateauBadEpochs()))));
+    archive.write("cooldown_counter", c10::IValue(static_cast<int64_t>(scheduler_.*member(PlateauCooldown()))));
+    archive.write("last_epoch", c10::IValue(static_cast<int64_t>(scheduler_.*member(PlateauLastEpoch()))));
+  }
+  void load_state(torch::serialize::InputArchive& archive) override {
+    c10::IValue best, bad, cooldown, last;
+    archive.read("best", best);
+    archive.read("num_bad_epochs", bad);
+    archive.read("cooldown_counter", cooldown);
+    archive.read("last_epoch", last);
+    scheduler_.*member(PlateauBest()) = static_cast<float>(best.toDouble());
+    scheduler_.*member(PlateauBadEpochs()) = static_cast<int>(bad.toInt());
+    scheduler_.*member(PlateauCooldown()) = static_cast<int>(cooldown.toInt());
+    scheduler_.*member(PlateauLastEpoch()) = static_cast<int>(last.toInt());
+  }
+  const char* kind() const override { return "plateau_scheduler"; }
+
+ private:
+  Plateau& scheduler_;
+};
+
+}  // namespace
+
+std::shared_ptr<StatefulEntry> plateau_scheduler_state(torch::optim::ReduceLROnPlateauScheduler& scheduler) {
+  return std::make_shared<PlateauSchedulerState>(scheduler);
+}
+
+}  // namespace detail
+#endif
+
+namespace {
+
+torch::Tensor generator_state(at::Generator generator) {
+  std::lock_guard<std::mutex> lock(generator.mutex());
+  return generator.get_state();
+}
+
+void set_generator_state(at::Generator generator, const torch::Tensor& state) {
+  std::lock_guard<std::mutex> lock(generator.mutex());
+  generator.set_state(state);
+}
+
+}  // namespace
+
+namespace {
+
+bool has_random_state(const State& state) {
+  for (const auto& entry : state.entries()) {
+    if (std::holds_alternative<RandomState>(entry.target())) return true;
+  }
+  return false;
+}
+
+// Every rank's `text` on every rank (as int64 values: every backend
+// gathers those).
+std::vector<std::string> gather_texts(Fabric& fabric, const std::string& text) {
+  auto values = torch::empty({static_cast<int64_t>(text.size())}, torch::kLong);
+  for (size_t i = 0; i < text.size(); ++i) values[static_cast<int64_t>(i)] = static_cast<unsigned char>(text[i]);
+  std::vector<std::string> texts;
+  for (const auto& gathered : fabric.all_gather(values.to(fabric.device()))) {
+    const auto bytes = gathered.cpu().to(torch::kByte).contiguous();
+    texts.emplace_back(reinterpret_cast<const char*>(bytes.data_ptr<uint8_t>()), static_cast<size_t>(bytes.numel()));
+  }
+  return texts;
+}
+
+}  // namespace
+
+detail::RandomStates detail::gather_random_states(Fabric& fabric, const State& state) {
+  RandomStates states;
+  states.world_size = fabric.world_size();
+  for (size_t index = 0; index < state.entries().size(); ++index) {
+    const auto* stateful = std::get_if<StatefulEntry*>(&state.entries()[index].target());
+    if (stateful != nullptr && (*stateful)->per_rank()) {
+      states.per_rank[index] = gather_texts(fabric, (*stateful)->per_rank_text());
+    }
+  }
+  if (!has_random_state(state)) return states;
+  states.world_size = fabric.world_size();
+  // As int64: every backend gathers it.
+  const auto gather = [&fabric](const torch::Tensor& state) {
+    std::vector<torch::Tensor> all;
+    for (const auto& tensor : fabric.all_gather(state.to(torch::kLong).to(fabric.device()))) {
+      all.push_back(tensor.cpu().to(torch::kByte));
+    }
+    return all;
+  };
+  states.cpu = gather(generator_state(at::detail::getDefaultCPUGenerator()));
+  if (fabric.device().is_cuda()) {
+    states.cuda = gather(generator_state(at::globalContext().defaultGenerator(fabric.device())));
+  }
+  return states;
+}
+
+State::State(std::initializer_list<StateEntry> entries) {
+  for (const auto& entry : entries) add(entry);
+}
+
+State& State::add(StateEntry entry) {
+  for (const auto& existing : entries_) {
+    if (existing.name() == entry.name()) {
+      throw std::invalid_argument("fabric::State: the name '" + entry.name() + "' appears twice");
+    }
+  }
+  entries_.push_back(std::move(entry));
+  return *this;
+}
+
+std::shared_ptr<void> Fabric::hold_parameters_readable() {
+  auto undo = strategy().collectives().run("fabric.save()", [&] { return strategy().make_parameters_readable(); });
+  if (!undo) return nullptr;
+  return std::shared_ptr<void>(nullptr, [undo](void*) { undo(); });
+}
+
+void Fabric::finish_save(const std::string& path, const std::string& error_on_rank_zero) {
+  auto scope = strategy().collectives().scope("fabric.save()");
+  // Doubles as the barrier after the write: no rank returns before the file
+  // is in place, and a failure on rank 0 throws on every rank.
+  const std::string error = broadcast(error_on_rank_zero, 0);
+  if (!error.empty()) {
+    throw CheckpointError("fabric::save: rank 0 could not write '" + path + "': " + error);
+  }
+}
+
+void Fabric::load_module_file(const std::string& path, torch::nn::Module& module) {
+  auto scope = strategy().collectives().scope("fabric.load()");
+  detail::TensorCopies copies;
+  const auto check = [&] {
+    torch::serialize::InputArchive archive;
+    strategy().checkpoint_io().open(path, archive, device());
+    detail::collect_module_tensors(module, archive, "", copies);
+  };
+  detail::agree_on_load(*this, detail::load_error_of(path, check));
+  detail::copy_module_tensors(copies);
+  strategy().module_loaded(module);
+}
+
+void Fabric::load_other_file(const std::string& path, const std::function<void(const std::string&)>& read) {
+  auto scope = strategy().collectives().scope("fabric.load()");
+  const auto load = [&] {
+    torch::serialize::InputArchive archive;
+    strategy().checkpoint_io().open(path, archive, device());
+    try {
+      read(path);
+    } catch (const std::exception& error) {
+      throw CheckpointError("fabric::load: '" + path + "': " + detail::first_line_of(detail::message_of(error)) +
+                            " (does the file hold what is loaded into?)");
+    }
+  };
+  detail::agree_on_load(*this, detail::load_error_of(path, load));
+}
+
+void Fabric::save_optimizer_file(const std::string& path, torch::optim::Optimizer& optimizer) {
+  strategy().check_in_sync("fabric.save()");
+  auto undo =
+      strategy().collectives().run("fabric.save()", [&] { return strategy().gather_optimizer_state(optimizer); });
+  struct Undo {
+    std::function<void()>& step;
+    ~Undo() {
+      if (step) step();
+    }
+  } undo_at_exit{undo};
+  save_with(path, [&optimizer](std::ostream& stream) { torch::save(optimizer, stream); });
+}
+
+void Fabric::load_optimizer_file(const std::string& path, torch::optim::Optimizer& optimizer) {
+  auto scope = strategy().collectives().scope("fabric.load()");
+  torch::serialize::InputArchive archive;
+  const auto open = [&] { strategy().checkpoint_io().open(path, archive, device()); };
+  detail::agree_on_load(*this, detail::load_error_of(path, open));
+  // An optimizer checks its state while it reads it: agreed on separately.
+  const auto load = [&] {
+    try {
+      optimizer.load(archive);
+    } catch (const std::exception& error) {
+      throw CheckpointError("fabric::load: '" + path + "': cannot load the optimizer from it: " +
+                            detail::first_line_of(detail::message_of(error)) +
+                            " (was it saved from this optimizer type, over the same parameters?)");
+    }
+  };
+  detail::agree_on_load(*this, detail::load_error_of(path, load));
+  strategy().optimizer_loaded(optimizer);
+}
+
+void detail::write_state_archive(torch::serialize::OutputArchive& archive, const State& state, const LossScaler& scaler,
+                                 const RandomStates& random_states, const StateWriting& writing) {
+  c10::List<std::string> names;
+  c10::List<std::string> kinds;
+  for (size_t index = 0; index < state.entries().size(); ++index) {
+    const StateEntry& entry = state.entries()[index];
+    names.push_back(entry.name());
+    kinds.push_back(entry.kind());
+    const std::string key = entry_key(index);
+    std::visit(
+        [&](const auto& target) {
+          using Target = std::decay_t<decltype(target)>;
+          constexpr bool sharded_kind = std::is_same<Target, std::shared_ptr<torch::nn::Module>>::value ||
+                                        std::is_same<Target, torch::optim::Optimizer*>::value;
+          if (!sharded_kind && !writing.all_entries) return;
+          if constexpr (std::is_same<Target, std::shared_ptr<torch::nn::Module>>::value) {
+            torch::serialize::OutputArchive nested;
+            writing.write_module(*target, nested);
+            archive.write(key, nested);
+          } else if constexpr (std::is_same<Target, torch::optim::Optimizer*>::value) {
+            torch::serialize::OutputArchive nested;
+            target->save(nested);
+            archive.write(key, nested);
+          } else if constexpr (std::is_same<Target, torch::Tensor*>::value) {
+            archive.write(key, *target, /*is_buffer=*/true);
+          } else if constexpr (std::is_same<Target, torch::optim::LRScheduler*>::value) {
+            archive.write(key, c10::IValue(static_cast<int64_t>(SchedulerSteps::of(*target))));
+          } else if constexpr (std::is_same<Target, detail::StatefulEntry*>::value) {
+            torch::serialize::OutputArchive nested;
+            if (target->per_rank()) {
+              const auto found = random_states.per_rank.find(index);
+              c10::List<std::string> texts;
+              if (found != random_states.per_rank.end())
+                for (const auto& text : found->second) texts.push_back(text);
+              nested.write("world_size", c10::IValue(static_cast<int64_t>(texts.size())));
+              nested.write("ranks", c10::IValue(texts));
+            } else {
+              target->save_state(nested);
+            }
+            archive.write(key, nested);
+          } else if constexpr (std::is_same<Target, RandomState>::value) {
+            torch::serialize::OutputArchive nested;
+            nested.write("world_size", c10::IValue(random_states.world_size));
+            for (size_t rank = 0; rank < random_states.cpu.size(); ++rank) {
+              nested.write("cpu_" + std::to_string(rank), random_states.cpu[rank], /*is_buffer=*/true);
+            }
+            for (size_t rank = 0; rank < random_states.cuda.size(); ++rank) {
+              nested.write("cuda_" + std::to_string(rank), random_states.cuda[rank], /*is_buffer=*/true);
+            }
+            archive.write(key, nested);
+          } else if constexpr (std::is_same<Target, int32_t*>::value) {
+            archive.write(key, c10::IValue(static_cast<int64_t>(*target)));
+          } else if constexpr (std::is_same<Target, float*>::value) {
+            archive.write(key, c10::IValue(static_cast<double>(*target)));
+          } else {
+            archive.write(key, c10::IValue(*target));
+          }
+        },
+        entry.target());
+  }
+  if (!writing.all_entries) return;
+  if (scaler.active) {
+    archive.write(kScaleKey, c10::IValue(scaler.scale));
+    archive.write(kGrowthTrackerKey, c10::IValue(scaler.growth_tracker));
+  }
+  archive.write(kFormatKey, c10::IValue(kFormatVersion));
+  archive.write(kNamesKey, c10::IValue(names));
+  archive.write(kKindsKey, c10::IValue(kinds));
+}
+
+void Fabric::save(const std::string& path, const State& state) {
+  const auto& scaler = strategy().precision().scaler();
+  strategy().check_in_sync("fabric.save()");
+  // fsdp: each rank writes its own part (sharded_checkpoints.cpp).
+  if (saves_sharded()) {
+    save_sharded(path, state);
+    return;
+  }
+  // Sharded strategies: rank 0's optimizers hold the whole state while it
+  // writes (the same file a ddp run writes), and only their own afterwards.
+  std::vector<std::function<void()>> undo;
+  struct Undo {
+    std::vector<std::function<void()>>& steps;
+    ~Undo() {
+      for (auto& step : steps) {
+        if (step) step();
+      }
+    }
+  } undo_at_exit{undo};
+  for (const auto& entry : state.entries()) {
+    if (auto* const* optimizer = std::get_if<torch::optim::Optimizer*>(&entry.target())) {
+      undo.push_back(strategy().collectives().run("fabric.save()",
+                                                  [&] { return strategy().gather_optimizer_state(**optimizer); }));
+    }
+  }
+  // Every rank's generators, gathered by every rank before rank 0 writes.
+  detail::RandomStates random_states;
+  random_states = detail::gather_random_states(*this, state);
+  save_with(path, [&state, &scaler, &random_states](std::ostream& stream) {
+    torch::serialize::OutputArchive archive;
+    detail::write_state_archive(
+        archive, state, scaler, random_states,
+        {[](const torch::nn::Module& module, torch::serialize::OutputArchive& nested) { module.save(nested); }, true});
+    archive.save_to(stream);
+  });
+}
+
+void Fabric::load(const std::string& path, const State& state, bool strict) {
+  // A sharded checkpoint (fsdp) is a directory, loaded by any strategy on
+  // any number of ranks (sharded_checkpoints.cpp).
+  if (detail::is_sharded_checkpoint(path)) {
+    load_sharded(path, state, strict);
+    return;
+  }
+  auto scope = strategy().collectives().scope("fabric.load()");
+  const auto fail = [&path](const std::string& why) -> void {
+    throw CheckpointError("fabric::load: '" + path + "': " + why);
+  };
+  torch::serialize::InputArchive archive;
+  std::vector<size_t> file_index_of_entry;
+  // Module entries: their tensors, found and checked before anything is written.
+  std::vector<detail::TensorCopies> module_copies(state.entries().size());
+  // First everything that can be checked, agreed on by every rank before
+  // the first write into the caller's objects; then the writes, agreed on
+  // again (an optimizer checks its state only while it reads it).
+  const auto check = [&] {
+    strategy().checkpoint_io().open(path, archive, device());
+    c10::IValue format;
+    if (!archive.try_read(kFormatKey, format) || !format.isInt()) {
+      fail(
+          "not a fabric::State checkpoint; was it written by fabric.save(path, object)? "
+          "Then load it with fabric.load(path, object)");
+    }
+    if (format.toInt() > kFormatVersion) {
+      fail("written by a newer Fabric (format " + std::to_string(format.toInt()) + ")");
+    }
+    const auto names = read_string_list(archive, kNamesKey, path);
+    const auto kinds = read_string_list(archive, kKindsKey, path);
+    if (names.size() != kinds.size()) fail("corrupted: names and kinds differ in number");
+
+    std::vector<std::string> missing;
+    for (const auto& entry : state.entries()) {
+      const auto found = std::find(names.begin(), names.end(), entry.name());
+      if (found == names.end()) {
+        missing.push_back("'" + entry.name() + "'");
+        continue;
+      }
+      const size_t index = static_cast<size_t>(found - names.begin());
+      if (kinds[index] != entry.kind()) {
+        fail("'" + entry.name() + "' holds a " + kinds[index] + " in the checkpoint, but a " + entry.kind() +
+             " was passed to load it into");
+      }
+      file_index_of_entry.push_back(index);
+    }
+    const auto join = [](const std::vector<std::string>& items) {
+      std::string text;
+      for (size_t i = 0; i < items.size(); ++i) text += (i > 0 ? ", " : "") + items[i];
+      return text;
+    };
+    if (!missing.empty()) {
+      std::vector<std::string> held;
+      for (const auto& name : names) held.push_back("'" + name + "'");
+      fail("the checkpoint has no " + join(missing) + " (it holds: " + join(held) + ")");
+    }
+    if (strict) {
+      std::vector<std::string> unknown;
+      for (const auto& name : names) {
+        bool requested = false;
+        for (const auto& entry : state.entries()) requested = requested || entry.name() == name;
+        if (!requested) unknown.push_back("'" + name + "'");
+      }
+      if (!unknown.empty()) {
+        fail("the checkpoint also holds " + join(unknown) +
+             ", which the state does not name (pass strict = false to ignore them)");
+      }
+    }
+    for (size_t position = 0; position < state.entries().size(); ++position) {
+      const StateEntry& entry = state.entries()[position];
+      const auto* module = std::get_if<std::shared_ptr<torch::nn::Module>>(&entry.target());
+      if (module == nullptr) continue;
+      try {
+        torch::serialize::InputArchive nested;
+        archive.read(entry_key(file_index_of_entry[position]), nested);
+        detail::collect_module_tensors(**module, nested, "", module_copies[position]);
+      } catch (const std::exception& error) {
+        fail("cannot load '" + entry.name() + "': " + detail::first_line_of(detail::message_of(error)));
+      }
+    }
+  };
+  const auto load_random_states = [&](torch::serialize::InputArchive& file, const std::string& key) {
+    torch::serialize::InputArchive nested;
+    file.read(key, nested);
+    c10::IValue saved_world;
+    nested.read("world_size", saved_world);
+    if (saved_world.toInt() != world_size()) {
+      if (is_global_zero()) {
+        detail::write_stderr_line("fabric: note: '" + path + "' holds the random generator states of " +
+                                  std::to_string(saved_world.toInt()) + " ranks, this job has " +
+                                  std::to_string(world_size()) +
+                                  ": the generators are left as they are (the run continues, not bit for bit)");
+      }
+      return;
+    }
+    const std::string rank = std::to_string(global_rank());
+    torch::Tensor cpu;
+    nested.read("cpu_" + rank, cpu, /*is_buffer=*/true);
+    set_generator_state(at::detail::getDefaultCPUGenerator(), cpu.cpu());
+    torch::Tensor cuda;
+    if (device().is_cuda() && nested.try_read("cuda_" + rank, cuda, /*is_buffer=*/true)) {
+      set_generator_state(at::globalContext().defaultGenerator(device()), cuda.cpu());
+    }
+  };
+  const auto apply = [&] {
+    if (strategy().precision().scaler().active) {
+      c10::IValue scale;
+      c10::IValue growth_tracker;
+      if (archive.try_read(kScaleKey, scale) && archive.try_read(kGrowthTrackerKey, growth_tracker)) {
+        strategy().precision().scaler().scale = scale.toDouble();
+        strategy().precision().scaler().growth_tracker = growth_tracker.toInt();
+      }
+    }
+    for (size_t position = 0; position < state.entries().size(); ++position) {
+      const StateEntry& entry = state.entries()[position];
+      const std::string key = entry_key(file_index_of_entry[position]);
+      try {
+        std::visit(
+            [&](const auto& target) {
+              using Target = std::decay_t<decltype(target)>;
+              if constexpr (std::is_same<Target, std::shared_ptr<torch::nn::Module>>::value) {
+                detail::copy_module_tensors(module_copies[position]);
+                strategy().module_loaded(*target);
+              } else if constexpr (std::is_same<Target, torch::optim::Optimizer*>::value) {
+                torch::serialize::InputArchive nested;
+                archive.read(key, nested);
+                target->load(nested);
+                strategy().optimizer_loaded(*target);
+              } else if constexpr (std::is_same<Target, torch::Tensor*>::value) {
+                torch::Tensor loaded;
+                archive.read(key, loaded, /*is_buffer=*/true);
+                *target = loaded;
+              } else if constexpr (std::is_same<Target, torch::optim::LRScheduler*>::value) {
+                c10::IValue steps;
+                archive.read(key, steps);
+                SchedulerSteps::of(*target) = static_cast<unsigned>(steps.toInt());
+              } else if constexpr (std::is_same<Target, detail::StatefulEntry*>::value) {
+                torch::serialize::InputArchive nested;
+                archive.read(key, nested);
+                if (target->per_rank()) {
+                  const auto texts = read_string_list(nested, "ranks", path);
+                  if (static_cast<int>(texts.size()) == world_size()) {
+                    target->load_per_rank_text(texts[static_cast<size_t>(global_rank())]);
+                  } else if (is_global_zero()) {
+                    detail::write_stderr_line("fabric: note: '" + path + "' holds the states of '" + entry.name() +
+                                              "' of " + std::to_string(texts.size()) + " ranks, this job has " +
+                                              std::to_string(world_size()) +
+                                              ": it is left as it is (the run continues, not bit for bit)");
+                  }
+                } else {
+                  target->load_state(nested);
+                }
+              } else if constexpr (std::is_same<Target, RandomState>::value) {
+                load_random_states(archive, key);
+              } else {
+                c10::IValue value;
+                archive.read(key, value);
+                if constexpr (std::is_same<Target, int64_t*>::value) {
+                  *target = value.toInt();
+                } else if constexpr (std::is_same<Target, int32_t*>::value) {
+                  *target = static_cast<int32_t>(value.toInt());
+                } else if constexpr (std::is_same<Target, double*>::value) {
+                  *target = value.toDouble();
+                } else if constexpr (std::is_same<Target, float*>::value) {
+                  *target = static_cast<float>(value.toDouble());
+                } else if constexpr (std::is_same<Target, bool*>::value) {
+                  *target = value.toBool();
+                } else {
+                  *target = value.toStringRef();
+                }
+              }
+            },
+            entry.target());
+      } catch (const std::exception& error) {
+        fail("cannot load '" + entry.name() + "': " + detail::first_line_of(detail::message_of(error)));
+      }
+    }
+  };
+  detail::agree_on_load(*this, detail::load_error_of(path, check));
+  detail::agree_on_load(*this, detail::load_error_of(path, apply));
+}
+
+}  // namespace fabric

@@ -1,0 +1,256 @@
+// How a Fabric spreads training over its processes. A Strategy owns the
+// plugins it trains with (the connector, connector.cpp, chooses them): the
+// collectives (process group, store, JobMonitor), the precision (casts,
+// autocast, loss scaler) and the checkpoint IO; Fabric delegates to them
+// through it. The strategy itself decides what happens to a set-up model's
+// gradients around backward, how an optimizer steps, and how optimizer
+// state is gathered for a checkpoint and spread again after loading one.
+//
+//   single_device  nothing to do (one process)
+//   ddp            one c10d::Reducer per model: bucketed gradient all-reduce
+//                  overlapped with backward (PyTorch's DDP)
+//   fsdp           zero2 plus the parameters: a rank keeps only those it
+//                  owns and gathers a unit's others around its use
+//                  (strategy_fsdp.cpp)
+//   zero1, zero2   ZeRO-style sharding: every trained parameter has one owner
+//                  rank, which alone holds its optimizer state (and, zero2,
+//                  its gradient after backward) and updates it; fabric.step()
+//                  then broadcasts each parameter from its owner
+//
+// Fabric calls the collective hooks (setup_module, before/after_backward,
+// agree_any, step, gather_optimizer_state) on every rank in the same order,
+// inside its collective() wrapper.
+#pragma once
+
+#include "plugins/collectives/collectives.h"
+#include "plugins/io/checkpoint_io.h"
+#include "plugins/precision/precision.h"
+#include "utilities/c10d_compat.h"
+
+#include <fabric/options.h>
+
+#include <torch/torch.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+namespace fabric {
+namespace detail {
+
+// What every strategy may read; filled by the connector (group at launch()).
+struct StrategyContext {
+  Options options;
+  std::string strategy;                // resolved name: "ddp", "zero2", ...
+  c10d_compat::ProcessGroupPtr group;  // null with one process
+  int rank = 0;
+  int world_size = 1;
+  torch::Device device{torch::kCPU};
+};
+
+// The autograd nodes a backward will run: everything its loss reaches.
+// Built by Fabric::backward when the strategy needs_reached_models().
+struct BackwardGraph {
+  std::unordered_set<const torch::autograd::Node*> nodes;
+  // Whether the backward reaches `parameter`, i.e. will accumulate a
+  // gradient into it (its AccumulateGrad node is in the graph; a parameter
+  // that no graph ever used has none yet).
+  bool reaches(const at::Tensor& parameter) const {
+    const auto accumulator = torch::autograd::impl::try_get_grad_accumulator(parameter);
+    return accumulator && nodes.count(accumulator.get()) > 0;
+  }
+};
+
+// A set-up model that a backward's graph reaches; `synchronized` is false
+// under no_backward_sync (gradients then accumulate locally). `graph` is the
+// backward's graph: read it in check_backward and before_backward; once
+// backward has run, its nodes may be freed and their addresses reused.
+struct ReachedModel {
+  const torch::nn::Module* module;
+  bool synchronized;
+  const BackwardGraph* graph = nullptr;
+};
+
+using NamedParameters = std::vector<std::pair<std::string, at::Tensor>>;
+
+// The plugins a strategy trains with; the connector builds them.
+struct StrategyPlugins {
+  std::unique_ptr<Collectives> collectives;
+  std::unique_ptr<Precision> precision;
+  std::unique_ptr<CheckpointIO> checkpoint_io;
+};
+
+class Strategy {
+ public:
+  explicit Strategy(const StrategyContext& context) : context_(context) {}
+  virtual ~Strategy() = default;
+  Strategy(const Strategy&) = delete;
+  Strategy& operator=(const Strategy&) = delete;
+
+  // The connector, once: the plugins this strategy owns from now on.
+  void attach(StrategyPlugins plugins);
+  Collectives& collectives() const { return *plugins_.collectives; }
+  Precision& precision() const { return *plugins_.precision; }
+  const CheckpointIO& checkpoint_io() const { return *plugins_.checkpoint_io; }
+  const std::string& name() const { return context_.strategy; }
+  const Options& options() const { return context_.options; }
+  const torch::Device& device() const { return context_.device; }
+
+  // Fabric::launch() with several processes: connects the collectives (the
+  // process group every strategy communicates on), then tells the strategy.
+  void setup_environment(bool starts_local_ranks);
+  // The process group this strategy communicates on from now on (also a
+  // strategy that another one runs inside it: zero1's all-reduce).
+  virtual void use_group(const c10d_compat::ProcessGroupPtr& group) { context_.group = group; }
+
+  // Clips the gradients of `module` by total norm or elementwise
+  // (Fabric::clip_gradients). Where gradients are sharded the total norm
+  // combines the ranks' partial ones: a collective then.
+  at::Tensor clip_gradients(torch::nn::Module& module, c10::optional<double> clip_val, c10::optional<double> max_norm,
+                            double norm_type, bool error_if_nonfinite);
+
+  // `module` is on its device with rank 0's values; `trained` are its
+  // parameters that require grad, with their names. Called once per model.
+  virtual void setup_module(const torch::nn::Module& module, const NamedParameters& trained) {
+    (void)module;
+    (void)trained;
+  }
+  // Throws std::invalid_argument for an optimizer the strategy cannot run.
+  virtual void setup_optimizer(torch::optim::Optimizer& optimizer) { (void)optimizer; }
+  // The parameters of the model set up at `module` that require grad are
+  // now `trained` (the program froze or unfroze some since the strategy last
+  // saw them: LoRA's phases). Called by fabric.backward() on every rank, at
+  // the same backward, before check_backward; not a collective. Never
+  // dereferences `module` (a model held by value may be gone).
+  virtual void trained_parameters_changed(const torch::nn::Module* module, const NamedParameters& trained) {
+    (void)module;
+    (void)trained;
+  }
+
+  // Whether backward() must find out which set-up models the loss reaches.
+  virtual bool needs_reached_models() const { return false; }
+  // Called before backward's collective: throws (std::runtime_error) when
+  // this backward cannot be synchronized, before any rank communicates.
+  virtual void check_backward(const std::vector<ReachedModel>& models) const { (void)models; }
+  // Around loss.backward(), in one collective.
+  virtual void before_backward(const std::vector<ReachedModel>& models, const at::Tensor& loss) {
+    (void)models;
+    (void)loss;
+  }
+  virtual void after_backward(const std::vector<ReachedModel>& models) { (void)models; }
+
+  // Whether a model's gradients after backward are partial per rank (each
+  // rank holds only its own parameters'); clip_gradients then combines the
+  // ranks' partial norms.
+  virtual bool shards_gradients() const { return false; }
+  // True on every rank if `value` is true on any rank (a collective where
+  // gradients are sharded; with replicated gradients every rank already
+  // computed the same value).
+  virtual bool agree_any(bool value) { return value; }
+
+  // optimizer.step(closure); the sharded strategies step only the owned
+  // parameters and broadcast them afterwards.
+  virtual at::Tensor step(torch::optim::Optimizer& optimizer, const torch::optim::Optimizer::LossClosure& closure) {
+    return optimizer.step(closure);
+  }
+  // Throws std::logic_error, naming `call`, when a set-up model was changed
+  // behind the strategy's back (sharded: optimizer.step() instead of
+  // fabric.step(optimizer)).
+  virtual void check_in_sync(const char* call) { (void)call; }
+  // A set-up model's values were overwritten from a checkpoint.
+  virtual void module_loaded(const torch::nn::Module& module) { (void)module; }
+  // The model set up at `module` is gone (a model held by value was
+  // destroyed and another one is set up at its address): nothing may be
+  // looked up by that address any more. Never dereferences it.
+  virtual void forget_module(const torch::nn::Module* module) { (void)module; }
+
+  // Collective. Afterwards rank 0's `optimizer` holds the whole state (the
+  // format a ddp checkpoint has); the returned function undoes that (call
+  // it on every rank; it may be empty).
+  virtual std::function<void()> gather_optimizer_state(torch::optim::Optimizer& optimizer) {
+    (void)optimizer;
+    return {};
+  }
+  // `optimizer` was loaded with the whole state: drop what this rank does
+  // not own.
+  virtual void optimizer_loaded(torch::optim::Optimizer& optimizer) { (void)optimizer; }
+
+  // The rank that alone holds `parameter`'s values between uses (fsdp), or
+  // -1 when every rank holds them.
+  virtual int owner_of(const at::Tensor& parameter) const {
+    (void)parameter;
+    return -1;
+  }
+  // Collective. Makes every set-up parameter's memory whole on this rank
+  // (fsdp releases what other ranks own) for code that reads it without
+  // operators (a checkpoint's writer, a broadcast); the returned function
+  // undoes that (call it on every rank; it may be empty).
+  virtual std::function<void()> make_parameters_readable() { return {}; }
+  // Collective, in ~Fabric once every rank got there: the set-up models are
+  // left whole for code that uses them after the Fabric.
+  virtual void before_shutdown() {}
+
+ protected:
+  StrategyContext context_;
+
+ private:
+  StrategyPlugins plugins_;
+};
+
+// "single_device", "ddp", "zero1", "zero2" or "fsdp" (resolved names).
+std::unique_ptr<Strategy> make_strategy(const StrategyContext& context);
+
+// DDP's gradient synchronization; also the all-reduce of "zero1".
+class DdpStrategy : public Strategy {
+ public:
+  explicit DdpStrategy(const StrategyContext& context);
+  ~DdpStrategy() override;
+  void setup_module(const torch::nn::Module& module, const NamedParameters& trained) override;
+  // The model's Reducer is replaced by one over `trained` (none when it is
+  // empty). Gradients a no_backward_sync window accumulated so far are
+  // still averaged at its end.
+  void trained_parameters_changed(const torch::nn::Module* module, const NamedParameters& trained) override;
+  bool needs_reached_models() const override { return !reducers_.empty(); }
+  void check_backward(const std::vector<ReachedModel>& models) const override;
+  void before_backward(const std::vector<ReachedModel>& models, const at::Tensor& loss) override;
+  void after_backward(const std::vector<ReachedModel>& models) override;
+  void forget_module(const torch::nn::Module* module) override;
+
+ private:
+  struct ModelReducer {
+    const torch::nn::Module* module = nullptr;
+    NamedParameters parameters;  // what the Reducer waits for, in its order
+    std::shared_ptr<c10d::Reducer> reducer;
+    // Declared after the Reducer, so destroyed before it (its destructor
+    // reads the Reducer). See setup_module.
+    std::shared_ptr<c10d::Logger> logger;
+    // find_unused_parameters where the Reducer ignores backward passes under
+    // no_backward_sync (c10d_compat::kReducerCountsUsageUnderNoSync): which
+    // parameters such passes reached since the last synchronized backward,
+    // and which the synchronized backward now running reaches.
+    std::vector<char> reached_without_sync;
+    std::vector<char> reached_by_sync;
+    bool accumulated = false;  // a backward ran under no_backward_sync since the last sync
+    bool average_after_backward = false;
+  };
+  // A Reducer (and its c10d::Logger) over `trained`, which is not empty.
+  ModelReducer make_model_reducer(const torch::nn::Module* module, const NamedParameters& trained);
+  // Records what backward passes reach, for the case above.
+  void note_reached_parameters(const std::vector<ReachedModel>& models);
+  // After the synchronized backward: averages across ranks the gradients
+  // of the parameters some rank used under no_backward_sync that the
+  // synchronized backward reached on no rank (the Reducer left them local).
+  void average_gradients_used_only_without_sync(ModelReducer& model);
+  std::vector<ModelReducer> reducers_;
+};
+
+std::unique_ptr<Strategy> make_sharded_strategy(const StrategyContext& context, int stage);
+
+// DDP's bucket sizes for `options` (bytes): the first bucket, the others.
+std::pair<size_t, size_t> bucket_bytes(const Options& options);
+
+}  // namespace detail
+}  // namespace fabric

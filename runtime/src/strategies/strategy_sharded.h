@@ -1,0 +1,541 @@
+// The sharded strategies "zero1" and "zero2" (ZeRO stages 1 and 2).
+//
+// Every trained parameter of a set-up model gets one owner rank (greedy by
+// size: largest first, onto the rank that owns the fewest bytes so far).
+// Only the owner keeps the parameter's optimizer state: LibTorch's
+// optimizers skip parameters whose gradient is undefined, and create their
+// state lazily (Adam, AdamW, RMSprop, Adagrad, SGD with momentum), so
+// fabric.step() hides the gradients of parameters this rank does not own
+// while it steps, then broadcasts each parameter from its owner.
+//
+//   zero1  gradients are all-reduced by a c10d::Reducer, overlapped with
+//          backward, exactly as under ddp: every rank holds every averaged
+//          gradient (clip_gradients, gradient inspection work as under ddp).
+//   zero2  after backward each bucket of an owner's gradients is reduced
+//          (c10d reduce, dst = owner; Gloo has no reduce_scatter in 1.13)
+//          to that owner, which averages it; the other ranks drop those
+//          gradients (undefined), so a rank holds ~1/N of the gradients
+//          between backward and the next one.
+//
+// optimizer.step() called directly would update only the owned parameters
+// and leave the ranks with different models; every parameter's version
+// counter is therefore recorded when Fabric last synchronized it, and the
+// next Fabric call that depends on it (backward, step, save) throws if it
+// moved.
+#pragma once
+
+#include "strategies/strategy.h"
+
+#include <functional>
+#include <memory>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+namespace fabric {
+namespace detail {
+
+size_t bytes_of(const at::Tensor& tensor);
+std::vector<at::Tensor> optimizer_parameters(const torch::optim::Optimizer& optimizer);
+// A fresh, empty per-parameter state of the optimizer's own kind, for rank
+// 0 to deserialize another rank's state into.
+std::unique_ptr<torch::optim::OptimizerParamState> new_parameter_state(const torch::optim::Optimizer& optimizer);
+
+class ShardedStrategy : public Strategy {
+ public:
+  ShardedStrategy(const StrategyContext& context, int stage) : Strategy(context), stage_(stage) {
+    if (stage_ == 1) all_reduce_ = std::make_unique<DdpStrategy>(context);
+  }
+
+  void setup_module(const torch::nn::Module& module, const NamedParameters& trained) override {
+    if (owned_bytes_.empty()) owned_bytes_.assign(static_cast<size_t>(context_.world_size), 0);
+    models_.emplace_back();
+    models_.back().module = &module;
+    assign_members(models_.size() - 1, trained);
+    if (stage_ == 1) all_reduce_->setup_module(module, trained);
+  }
+
+  // LoRA's second phase (the base unfrozen) or the reverse: a parameter
+  // trained for the first time gets an owner (greedy, as at setup; the same
+  // on every rank, which all change the set at the same backward); one
+  // trained before keeps its owner, so the optimizer state it holds stays
+  // where it is. Frozen parameters leave the reduction (zero2's buckets,
+  // zero1's Reducer) and the check for optimizer.step().
+  void trained_parameters_changed(const torch::nn::Module* module, const NamedParameters& trained) override {
+    Model* model = find(module);
+    if (model == nullptr) return;
+    assign_members(static_cast<size_t>(model - models_.data()), trained);
+    if (stage_ == 1) all_reduce_->trained_parameters_changed(module, trained);
+  }
+
+  void setup_optimizer(torch::optim::Optimizer& optimizer) override {
+    if (dynamic_cast<torch::optim::LBFGS*>(&optimizer) != nullptr) {
+      throw std::invalid_argument("fabric::setup: strategy '" + context_.strategy +
+                                  "' cannot run torch::optim::LBFGS: LBFGS computes one search direction from the "
+                                  "gradients of all parameters, and under a sharded strategy each rank updates only "
+                                  "the parameters it owns. Use strategy 'ddp' with LBFGS");
+    }
+  }
+
+  bool needs_reached_models() const override { return !models_.empty(); }
+  void check_backward(const std::vector<ReachedModel>& models) const override {
+    if (stage_ == 1) all_reduce_->check_backward(models);  // zero2 reduces what there is
+  }
+  void use_group(const c10d_compat::ProcessGroupPtr& group) override {
+    Strategy::use_group(group);
+    if (all_reduce_) all_reduce_->use_group(group);
+  }
+  bool shards_gradients() const override { return stage_ >= 2 && context_.group; }
+
+  void before_backward(const std::vector<ReachedModel>& models, const at::Tensor& loss) override {
+    if (stage_ == 1) {
+      all_reduce_->before_backward(models, loss);
+      return;
+    }
+    // An owner's gradients hold the average of the last reduction. A
+    // backward that accumulates onto them (no zero_grad, or micro-batches
+    // under no_backward_sync) must not feed that average into the next
+    // reduction as if it were this rank's own contribution: it is set aside
+    // here and added back to the new average, as DDP's result would be.
+    for (const auto& reached : models) {
+      Model* model = find(reached.module);
+      if (model == nullptr || !model->reduced) continue;
+      model->reduced = false;
+      model->set_aside.assign(model->members.size(), at::Tensor());
+      for (size_t k = 0; k < model->members.size(); ++k) {
+        auto& parameter = parameters_[model->members[k]];
+        if (parameter.owner != context_.rank) continue;
+        model->set_aside[k] = parameter.tensor.grad();
+        parameter.tensor.mutable_grad() = at::Tensor();
+      }
+    }
+  }
+
+  void after_backward(const std::vector<ReachedModel>& models) override {
+    if (stage_ == 1) {  // the Reducer finished inside backward
+      all_reduce_->after_backward(models);
+      return;
+    }
+    for (const auto& reached : models) {
+      if (!reached.synchronized) continue;
+      Model* model = find(reached.module);
+      if (model != nullptr) reduce_to_owners(*model);
+    }
+  }
+
+  bool agree_any(bool value) override {
+    if (!shards_gradients()) return value;
+    std::vector<at::Tensor> flag{
+        at::full({1}, value ? 1 : 0, at::TensorOptions().dtype(at::kInt).device(context_.device))};
+    c10d::AllreduceOptions options;
+    options.reduceOp = c10d::ReduceOp::MAX;
+    context_.group->allreduce(flag, options)->wait();
+    return flag[0].item<int>() != 0;
+  }
+
+  at::Tensor step(torch::optim::Optimizer& optimizer, const torch::optim::Optimizer::LossClosure& closure) override {
+    check_in_sync("fabric.step()");
+    // The closure (which calls fabric.backward) runs first, as the
+    // optimizers' own step(closure) would, so that the gradients it
+    // produces are hidden below too.
+    at::Tensor loss;
+    if (closure) {
+      at::AutoGradMode enable_grad(true);
+      loss = closure();
+    }
+    const auto parameters = optimizer_parameters(optimizer);
+    // Parameters this rank does not own: no update, and no optimizer state.
+    std::vector<std::pair<at::Tensor, at::Tensor>> hidden;
+    for (const auto& parameter : parameters) {
+      const Parameter* tracked = lookup(parameter);
+      if (tracked == nullptr || tracked->owner == context_.rank) continue;
+      if (!parameter.grad().defined()) continue;
+      hidden.emplace_back(parameter, parameter.grad());
+      parameter.mutable_grad() = at::Tensor();
+    }
+    const auto restore = [&hidden] {
+      for (auto& [parameter, gradient] : hidden) parameter.mutable_grad() = gradient;
+    };
+    try {
+      step_owned(optimizer);
+    } catch (...) {
+      restore();
+      throw;
+    }
+    restore();
+
+    if (context_.group && stage_ < 3) {
+      const size_t cap = bucket_bytes(context_.options).second;
+      for (int owner = 0; owner < context_.world_size; ++owner) {
+        std::vector<at::Tensor> owned;
+        for (const auto& parameter : parameters) {
+          const Parameter* tracked = lookup(parameter);
+          if (tracked != nullptr && tracked->owner == owner) owned.push_back(parameter.detach());
+        }
+        if (!owned.empty()) c10d::broadcast_coalesced(context_.group, owned, cap, owner);
+      }
+    }
+    for (const auto& parameter : parameters) {
+      if (Parameter* tracked = lookup(parameter)) tracked->version = parameter._version();
+    }
+    return loss;
+  }
+
+  void check_in_sync(const char* call) override {
+    for (const auto& parameter : parameters_) {
+      if (!parameter.trained || parameter.tensor._version() == parameter.version) continue;
+      throw std::logic_error(std::string("fabric: ") + call + ": set-up parameter '" + parameter.name +
+                             "' changed after Fabric last synchronized it. Was "
+                             "optimizer.step() called directly? Under strategy '" +
+                             context_.strategy +
+                             "' each rank updates only the parameters it owns: call fabric.step(optimizer) "
+                             "instead of optimizer.step(); it steps the optimizer and broadcasts the updated "
+                             "parameters from their owners (a direct optimizer.step() leaves the ranks with "
+                             "different models). Parameters changed in place by hand have the same effect; load "
+                             "values with fabric.load() instead");
+    }
+  }
+
+  void forget_module(const torch::nn::Module* module) override {
+    // The old model's parameters keep their owners (no backward reaches
+    // them); only the address is released.
+    for (auto& model : models_) {
+      if (model.module == module) model.module = nullptr;
+    }
+    if (all_reduce_) all_reduce_->forget_module(module);
+  }
+
+  void module_loaded(const torch::nn::Module& module) override {
+    (void)module;
+    for (auto& parameter : parameters_) parameter.version = parameter.tensor._version();
+  }
+
+  std::function<void()> gather_optimizer_state(torch::optim::Optimizer& optimizer) override {
+    check_in_sync("fabric.save()");
+    if (!context_.group) return {};
+    const auto parameters = optimizer_parameters(optimizer);
+    std::string blob;
+    if (context_.rank != 0) {
+      torch::serialize::OutputArchive archive;
+      c10::List<int64_t> positions;
+      for (size_t i = 0; i < parameters.size(); ++i) {
+        const Parameter* tracked = lookup(parameters[i]);
+        if (tracked == nullptr || tracked->owner != context_.rank) continue;
+        const auto found = optimizer.state().find(c10d_compat::optimizer_state_key(optimizer, parameters[i]));
+        if (found == optimizer.state().end()) continue;
+        torch::serialize::OutputArchive nested;
+        found->second->serialize(nested);
+        archive.write("p" + std::to_string(i), nested);
+        positions.push_back(static_cast<int64_t>(i));
+      }
+      if (!positions.empty()) {
+        archive.write("positions", c10::IValue(positions));
+        std::ostringstream bytes(std::ios::out | std::ios::binary);
+        archive.save_to(bytes);
+        blob = bytes.str();
+      }
+    }
+    const auto blobs = gather_to_rank_zero(blob);
+    if (context_.rank != 0) return {};
+
+    using Key = decltype(c10d_compat::optimizer_state_key(optimizer, parameters.front()));
+    std::vector<Key> inserted;
+    const auto undo = [&optimizer](const std::vector<Key>& keys) {
+      for (const auto& key : keys) optimizer.state().erase(key);
+    };
+    try {
+      for (const auto& bytes : blobs) {
+        if (bytes.empty()) continue;
+        torch::serialize::InputArchive archive;
+        std::istringstream stream(bytes, std::ios::in | std::ios::binary);
+        archive.load_from(stream, context_.device);
+        c10::IValue positions;
+        archive.read("positions", positions);
+        for (const int64_t position : positions.toIntVector()) {
+          torch::serialize::InputArchive nested;
+          archive.read("p" + std::to_string(position), nested);
+          auto state = new_parameter_state(optimizer);
+          state->serialize(nested);
+          auto key = c10d_compat::optimizer_state_key(optimizer, parameters.at(static_cast<size_t>(position)));
+          optimizer.state()[key] = std::move(state);
+          inserted.push_back(std::move(key));
+        }
+      }
+    } catch (...) {
+      undo(inserted);
+      throw;
+    }
+    return [undo, inserted] { undo(inserted); };
+  }
+
+  void optimizer_loaded(torch::optim::Optimizer& optimizer) override {
+    for (const auto& parameter : optimizer_parameters(optimizer)) {
+      const Parameter* tracked = lookup(parameter);
+      if (tracked == nullptr || tracked->owner == context_.rank) continue;
+      optimizer.state().erase(c10d_compat::optimizer_state_key(optimizer, parameter));
+    }
+  }
+
+ protected:
+  struct Parameter {
+    at::Tensor tensor;
+    std::string name;
+    int owner;
+    int64_t version;  // when Fabric last synchronized it
+    size_t model;     // index into models_ of the model reducing it (the first set up with it)
+    bool trained;     // requires grad, as the model's last setup or change said
+  };
+  struct Bucket {
+    int owner;
+    at::ScalarType dtype;
+    std::vector<size_t> members;  // indices into parameters_
+    int64_t numel;
+    size_t bytes;
+    int unit;  // fsdp: the unit whose backward ends its gradients
+  };
+  struct Model {
+    const torch::nn::Module* module = nullptr;
+    std::vector<size_t> members;        // indices into parameters_
+    std::vector<Bucket> buckets;        // zero2
+    bool reduced = false;               // owners' gradients hold an average
+    std::vector<at::Tensor> set_aside;  // per member: that average, while accumulating
+  };
+
+  Model* find(const torch::nn::Module* module) {
+    for (auto& model : models_) {
+      if (model.module == module) return &model;
+    }
+    return nullptr;
+  }
+  Parameter* lookup(const at::Tensor& tensor) {
+    const auto found = index_.find(tensor.unsafeGetTensorImpl());
+    return found == index_.end() ? nullptr : &parameters_[found->second];
+  }
+
+  // models_[m]'s members become the parameters of `trained` it reduces:
+  // those it brought first (one shared with a model set up earlier keeps its
+  // owner and is reduced with that model, unless that model no longer trains
+  // it). New ones get an owner: largest
+  // first, onto the rank that owns the fewest bytes so far. zero2: the
+  // model's buckets are rebuilt.
+  void assign_members(size_t m, const NamedParameters& trained) {
+    Model& model = models_[m];
+    std::unordered_set<size_t> trained_before;
+    for (size_t index = 0; index < parameters_.size(); ++index) {
+      if (parameters_[index].model != m) continue;
+      if (parameters_[index].trained) trained_before.insert(index);
+      parameters_[index].trained = false;
+    }
+    model.members.clear();
+    std::vector<size_t> fresh;
+    for (const auto& [name, tensor] : trained) {
+      const auto known = index_.find(tensor.unsafeGetTensorImpl());
+      size_t index = 0;
+      if (known == index_.end()) {
+        index = parameters_.size();
+        index_[tensor.unsafeGetTensorImpl()] = index;
+        parameters_.push_back({tensor, name, -1, tensor._version(), m, true});
+        fresh.push_back(index);
+      } else {
+        index = known->second;
+        // Reduced with the model set up first with it; one that model does
+        // not train (a loose set of an optimizer's parameters released it to
+        // the model now set up) is taken over, with its owner.
+        if (parameters_[index].model != m) {
+          if (parameters_[index].trained) continue;
+          parameters_[index].model = m;
+        }
+      }
+      auto& parameter = parameters_[index];
+      // Frozen until now: Fabric did not watch it, and it is in sync (the
+      // ranks froze and unfroze it together).
+      if (trained_before.count(index) == 0) parameter.version = tensor._version();
+      parameter.trained = true;
+      model.members.push_back(index);
+    }
+    std::stable_sort(fresh.begin(), fresh.end(), [&](size_t a, size_t b) {
+      return bytes_of(parameters_[a].tensor) > bytes_of(parameters_[b].tensor);
+    });
+    for (size_t index : fresh) {
+      const auto lightest = std::min_element(owned_bytes_.begin(), owned_bytes_.end());
+      parameters_[index].owner = static_cast<int>(lightest - owned_bytes_.begin());
+      *lightest += bytes_of(parameters_[index].tensor);
+    }
+    if (stage_ < 2) return;
+    // Buckets of one unit (fsdp; zero2 has one), one owner and one dtype, at
+    // most bucket_cap_mb each, in parameter order.
+    model.buckets.clear();
+    const size_t cap = bucket_bytes(context_.options).second;
+    int units = 1;
+    for (size_t index : model.members) units = std::max(units, unit_of(parameters_[index].tensor) + 1);
+    for (int unit = 0; unit < units; ++unit)
+      for (int owner = 0; owner < context_.world_size; ++owner) {
+        std::unordered_map<int, size_t> open;  // dtype -> bucket being filled
+        for (size_t index : model.members) {
+          const auto& parameter = parameters_[index];
+          if (parameter.owner != owner || unit_of(parameter.tensor) != unit) continue;
+          const auto dtype = parameter.tensor.scalar_type();
+          auto found = open.find(static_cast<int>(dtype));
+          if (found == open.end() || model.buckets[found->second].bytes + bytes_of(parameter.tensor) > cap) {
+            model.buckets.push_back({owner, dtype, {}, 0, 0, unit});
+            found = open.insert_or_assign(static_cast<int>(dtype), model.buckets.size() - 1).first;
+          }
+          auto& bucket = model.buckets[found->second];
+          bucket.members.push_back(index);
+          bucket.numel += parameter.tensor.numel();
+          bucket.bytes += bytes_of(parameter.tensor);
+        }
+      }
+  }
+
+  // zero2: every bucket reduced to its owner, then what a backward that
+  // accumulated set aside added back.
+  void reduce_to_owners(Model& model) {
+    reduce_buckets(model, -1);
+    finish_reduction(model);
+  }
+
+  // Sums every bucket of `unit` (-1: all) on its owner, which divides by
+  // the world size; the other ranks drop those gradients. Each bucket
+  // carries, after the gradients, one flag per parameter (1 where this rank
+  // has a gradient), so a parameter no rank reached keeps an undefined
+  // gradient.
+  void reduce_buckets(Model& model, int unit) {
+    const int rank = context_.rank;
+    const double world = context_.world_size;
+    std::vector<at::Tensor> flats;
+    std::vector<c10d_compat::WorkPtr> works;
+    std::vector<const Bucket*> reduced;
+    if (context_.group) {
+      for (const auto& bucket : model.buckets) {
+        if (unit >= 0 && bucket.unit != unit) continue;
+        reduced.push_back(&bucket);
+        const auto count = static_cast<int64_t>(bucket.members.size());
+        auto flat = at::empty({bucket.numel + count}, at::TensorOptions().dtype(bucket.dtype).device(context_.device));
+        std::vector<float> flags(static_cast<size_t>(count), 0.0f);
+        int64_t offset = 0;
+        for (int64_t k = 0; k < count; ++k) {
+          auto& parameter = parameters_[bucket.members[static_cast<size_t>(k)]];
+          const int64_t numel = parameter.tensor.numel();
+          const at::Tensor gradient = parameter.tensor.grad();
+          if (gradient.defined()) {
+            flat.narrow(0, offset, numel).copy_(gradient.reshape({-1}));
+            flags[static_cast<size_t>(k)] = 1;
+          } else {
+            flat.narrow(0, offset, numel).zero_();
+          }
+          // Freed as soon as it is in the bucket.
+          if (bucket.owner != rank) parameter.tensor.mutable_grad() = at::Tensor();
+          offset += numel;
+        }
+        flat.narrow(0, bucket.numel, count).copy_(at::tensor(flags));
+        std::vector<at::Tensor> tensors{flat};
+        c10d::ReduceOptions options;
+        options.reduceOp = c10d::ReduceOp::SUM;
+        options.rootRank = bucket.owner;
+        works.push_back(context_.group->reduce(tensors, options));
+        flats.push_back(flat);
+      }
+      for (auto& work : works) work->wait();
+    }
+    // Without a process group the local gradients are the average already.
+    for (size_t b = 0; b < flats.size(); ++b) {
+      const auto& bucket = *reduced[b];
+      if (bucket.owner != rank) continue;
+      const auto count = static_cast<int64_t>(bucket.members.size());
+      const auto flags = flats[b].narrow(0, bucket.numel, count).to(at::kFloat).cpu().contiguous();
+      const float* reached_by = flags.data_ptr<float>();
+      int64_t offset = 0;
+      for (int64_t k = 0; k < count; ++k) {
+        auto& parameter = parameters_[bucket.members[static_cast<size_t>(k)]];
+        const int64_t numel = parameter.tensor.numel();
+        if (reached_by[k] > 0) {
+          auto average = flats[b].narrow(0, offset, numel).view(parameter.tensor.sizes());
+          average.div_(world);
+          at::Tensor gradient = parameter.tensor.grad();
+          if (gradient.defined()) {
+            gradient.copy_(average);
+          } else {
+            parameter.tensor.mutable_grad() = average.clone();
+          }
+        }
+        offset += numel;
+      }
+    }
+  }
+
+  void finish_reduction(Model& model) {
+    if (!model.set_aside.empty()) {
+      for (size_t k = 0; k < model.members.size(); ++k) {
+        at::Tensor earlier = model.set_aside[k];
+        if (!earlier.defined()) continue;
+        auto& parameter = parameters_[model.members[k]];
+        at::Tensor gradient = parameter.tensor.grad();
+        if (gradient.defined()) earlier.add_(gradient);
+        parameter.tensor.mutable_grad() = earlier;
+      }
+      model.set_aside.clear();
+    }
+    model.reduced = true;
+  }
+
+  // fsdp: the unit a parameter's gradients are reduced with (0 when none
+  // was given: zero2's one unit per model).
+  int unit_of(const at::Tensor& tensor) const {
+    const auto found = unit_of_.find(tensor.unsafeGetTensorImpl());
+    return found == unit_of_.end() ? 0 : found->second;
+  }
+  // Steps the parameters this rank owns (the others have no gradient now).
+  virtual void step_owned(torch::optim::Optimizer& optimizer) { optimizer.step(); }
+
+  const int stage_;
+  std::unordered_map<const c10::TensorImpl*, int> unit_of_;
+  std::unique_ptr<DdpStrategy> all_reduce_;  // zero1
+  std::vector<Parameter> parameters_;
+  std::unordered_map<const c10::TensorImpl*, size_t> index_;
+  std::vector<Model> models_;
+  std::vector<size_t> owned_bytes_;  // per rank
+
+  // Every rank's `bytes` on rank 0 (empty elsewhere): sizes all-gathered,
+  // then a c10d gather of the padded bytes.
+  std::vector<std::string> gather_to_rank_zero(const std::string& bytes) {
+    const int world = context_.world_size;
+    const auto on_device = at::TensorOptions().device(context_.device);
+    std::vector<at::Tensor> size{at::full({1}, static_cast<int64_t>(bytes.size()), on_device.dtype(at::kLong))};
+    std::vector<std::vector<at::Tensor>> sizes(1);
+    for (int r = 0; r < world; ++r) sizes[0].push_back(at::empty_like(size[0]));
+    context_.group->allgather(sizes, size)->wait();
+    std::vector<int64_t> lengths;
+    for (const auto& length : sizes[0]) lengths.push_back(length.item<int64_t>());
+    const int64_t longest = *std::max_element(lengths.begin(), lengths.end());
+    std::vector<std::string> result(context_.rank == 0 ? static_cast<size_t>(world) : 0);
+    if (longest == 0) return result;
+
+    auto padded = at::zeros({longest}, at::TensorOptions().dtype(at::kByte));
+    std::copy(bytes.begin(), bytes.end(), reinterpret_cast<char*>(padded.data_ptr<uint8_t>()));
+    std::vector<at::Tensor> input{padded.to(context_.device)};
+    std::vector<std::vector<at::Tensor>> outputs;
+    if (context_.rank == 0) {
+      outputs.resize(1);
+      for (int r = 0; r < world; ++r) outputs[0].push_back(at::empty_like(input[0]));
+    }
+    c10d::GatherOptions options;
+    options.rootRank = 0;
+    context_.group->gather(outputs, input, options)->wait();
+    for (int r = 0; context_.rank == 0 && r < world; ++r) {
+      const auto received = outputs[0][static_cast<size_t>(r)].cpu();
+      result[static_cast<size_t>(r)].assign(reinterpret_cast<const char*>(received.data_ptr<uint8_t>()),
+                                            static_cast<size_t>(lengths[static_cast<size_t>(r)]));
+    }
+    return result;
+  }
+};
+
+// "fsdp" (strategy_fsdp.cpp).
+std::unique_ptr<Strategy> make_fsdp_strategy(const StrategyContext& context);
+
+}  // namespace detail
+}  // namespace fabric
