@@ -11,8 +11,13 @@ config.name = "fabricize"
 config.test_format = lit.formats.ShTest(execute_external=True)
 config.suffixes = [".cpp"]
 config.test_source_root = os.path.dirname(__file__)
-# Temporary files go to the build tree, never into the sources.
+# Temporary files go to the build tree, never into the sources. Each ctest
+# runs lit on one file with an exec root of its own: lit rewrites
+# .lit_test_times.txt there at the end of every run, and lit runs that share
+# one (ctest -j) read each other's half-written file and fail.
 config.test_exec_root = lit_config.params.get("exec_root", os.path.join("/tmp", "fabricize-lit"))
+# What the runs share: the PCHs fabricize builds of the real headers.
+cache_root = lit_config.params.get("cache_root", config.test_exec_root)
 # Only the rule tests (test/rules), the tool's own (test/tool) and the lint's
 # (test/lint) are lit tests.
 config.excludes = ["Inputs", "stubs", "runtime", "e2e", "bench"]
@@ -24,7 +29,7 @@ llvm_bin = lit_config.params.get("llvm_bin", "/usr/lib/llvm-19/bin")
 stubs = os.path.join(config.test_source_root, "stubs")
 
 # PCHs the tool builds go under the build tree, not the user's cache.
-config.environment["FABRICIZE_CACHE_DIR"] = os.path.join(config.test_exec_root, "pch-cache")
+config.environment["FABRICIZE_CACHE_DIR"] = os.path.join(cache_root, "pch-cache")
 config.environment["PATH"] = os.pathsep.join([llvm_bin, config.environment.get("PATH", "/usr/bin:/bin")])
 flags = "-std=c++17 -isystem " + stubs
 config.substitutions.append(("%fabricize", fabricize))

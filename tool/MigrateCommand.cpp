@@ -19,6 +19,8 @@
 
 #include "llvm/Support/raw_ostream.h"
 
+#include <fabric/options.h>
+
 #include <map>
 
 namespace fabricize {
@@ -51,10 +53,17 @@ void declareOptions(CommandLine& line, MigrateOptions& o) {
   addCommonFlags(line, o.common, kBuildPathFlag | kRootFlag);
   line.flag({"--all"}, o.allSources,
             "migrate every source of the compilation database given with -p (headers they include come along)");
-  line.option({"--accelerator"}, "name", o.fabric.accelerator, "accelerator the emitted Fabric asks for (auto)");
+  // The runtime's own lists (runtime/src/options.cpp), which also check the values.
+  const auto names = [](const char* option) {
+    std::string text;
+    for (const std::string& name : fabric::Options::accepted_values(option)) text += (text.empty() ? "" : ", ") + name;
+    return text;
+  };
+  line.option({"--accelerator"}, "name", o.fabric.accelerator,
+              "accelerator the emitted Fabric asks for: " + names("accelerator") + " (auto)");
   line.option({"--devices"}, "n", o.fabric.devices, "devices: a count, \"auto\", -1 or a list \"0,2\" (auto)");
-  line.option({"--strategy"}, "name", o.fabric.strategy, "strategy: ddp, auto, single_device (ddp)");
-  line.option({"--precision"}, "name", o.fabric.precision, "precision, e.g. 32-true (32-true)");
+  line.option({"--strategy"}, "name", o.fabric.strategy, "strategy: " + names("strategy") + " (ddp)");
+  line.option({"--precision"}, "name", o.fabric.precision, "precision: " + names("precision") + " (32-true)");
   line.option({"--num-nodes"}, "n", o.fabric.num_nodes, "number of nodes");
   line.flag({"--emit-cmake"}, o.emitCMake,
             "with -o: write a CMakeLists.txt that builds the migrated sources against find_package(Fabric)");

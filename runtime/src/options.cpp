@@ -139,6 +139,21 @@ std::string valid_values_text(const ChoiceSet& set) {
   return text + ".";
 }
 
+}  // namespace
+
+std::vector<std::string> Options::accepted_values(const std::string& option) {
+  for (const ChoiceSet* set : {&accelerator_choices(), &strategy_choices(), &precision_choices()}) {
+    if (option != set->option) continue;
+    std::vector<std::string> names;
+    for (const auto& accepted : set->accepted) names.emplace_back(accepted.name);
+    return names;
+  }
+  throw std::invalid_argument("fabric::Options::accepted_values: no option '" + option +
+                              "' with a list of names (accelerator, strategy, precision)");
+}
+
+namespace {
+
 // `origin` names where the value came from when it was not the code
 // ("LT_STRATEGY"), so an environment typo is not hunted for in the source.
 std::string describe_value(const ChoiceSet& set, const std::string& value, const std::string& origin) {

@@ -19,6 +19,15 @@
 // A name Lightning knows that the runtime does not offer says so.
 // RUN: not %fabricize --strategy dp --stdout %s -- %flags 2>&1 | FileCheck %s --check-prefix=PLANNED
 // PLANNED: fabricize: error: --strategy: fabric: strategy 'dp' is not available in this build yet
+// The help lists the runtime's own names: the ones the check above accepts.
+// RUN: %fabricize --help | FileCheck %s --check-prefix=HELP
+// HELP: --accelerator {{.*}}: auto, cpu, cuda, gpu (auto)
+// HELP: --strategy {{.*}}strategy: auto, ddp,
+// HELP: zero2,
+// HELP: fsdp, zero3,
+// HELP-NEXT: deepspeed_stage_3 (ddp)
+// HELP-NEXT: --precision {{.*}}precision: 32-true, 32,
+// HELP-NEXT: bf16-true (32-true)
 // Aliases the runtime accepts are written as given.
 // RUN: %fabricize --strategy deepspeed --precision bf16 --devices 0,2 --stdout %s -- %flags | FileCheck %s --check-prefix=ALIAS
 // ALIAS: fabric::Options().accelerator("auto").devices({0, 2}).strategy("deepspeed").precision("bf16")

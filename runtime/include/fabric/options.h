@@ -42,6 +42,12 @@ class Options {
  public:
   Options() = default;
 
+  // The names `option` ("accelerator", "strategy" or "precision") accepts,
+  // aliases after the names they stand for, in the order the setters' errors
+  // list them; fabricize's help shows them. Throws std::invalid_argument
+  // for another option.
+  static std::vector<std::string> accepted_values(const std::string& option);
+
   // "cpu" | "cuda" | "gpu" (= "cuda") | "auto"
   Options& accelerator(std::string value);
   // n >= 1, or -1 for every visible device (on CPU: 1 process).
@@ -56,8 +62,9 @@ class Options {
   // "ddp" | "auto" | "single_device" (alias "single-device") | "zero2"
   // (aliases "zero", "deepspeed", "deepspeed_stage_2": optimizer state and
   // gradients sharded across ranks) | "zero1" (alias "deepspeed_stage_1":
-  // optimizer state sharded). Parameter sharding ("fsdp",
-  // "deepspeed_stage_3") is not available in C++ and is rejected.
+  // optimizer state sharded) | "fsdp" (aliases "zero3",
+  // "deepspeed_stage_3": parameters sharded too). The offloading names
+  // ("fsdp_cpu_offload", ...) are refused with what to use instead.
   // Lightning's "ddp_find_unused_parameters_true" is "ddp" plus
   // find_unused_parameters(true) ("..._false": plus false); the plain names
   // leave find_unused_parameters as it was.
