@@ -152,8 +152,9 @@ Fabric::~Fabric() {
         if (!summary.empty()) detail::write_stderr_line(summary);
       }
     }
-    // The strategy's own state (Reducers, fsdp's units) goes first, then its
-    // plugins: the monitor, the process group, the store.
+    // The monitor first, then the strategy's own state (Reducers, fsdp's
+    // units), then its plugins: the process group, the store.
+    state.collectives().stop_monitor();
     state.strategy.reset();
   } catch (const std::exception& error) {
     std::fprintf(stderr, "fabric: error while shutting down: %s\n", error.what());

@@ -28,7 +28,15 @@ void Strategy::attach(StrategyPlugins plugins) {
 }
 
 void Strategy::setup_environment(bool starts_local_ranks) {
-  collectives().connect(starts_local_ranks);
+  try {
+    collectives().connect(starts_local_ranks);
+  } catch (...) {
+    // A connect that fails after the group exists (the generator's
+    // agreement, the monitor's store) leaves the strategy on that group
+    // too, so that a program that goes on finds them consistent.
+    use_group(collectives().group());
+    throw;
+  }
   use_group(collectives().group());
 }
 

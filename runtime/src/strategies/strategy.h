@@ -193,11 +193,14 @@ class Strategy {
   // left whole for code that uses them after the Fabric.
   virtual void before_shutdown() {}
 
+ private:
+  // Declared before the context: destroyed after it, so the context's
+  // reference to the group goes first and the collectives then release the
+  // group before the store.
+  StrategyPlugins plugins_;
+
  protected:
   StrategyContext context_;
-
- private:
-  StrategyPlugins plugins_;
 };
 
 // "single_device", "ddp", "zero1", "zero2" or "fsdp" (resolved names).

@@ -56,6 +56,9 @@ class Collectives {
   const ProcessPlacement& placement() const { return placement_; }
   const c10d_compat::ProcessGroupPtr& group() const { return group_; }
   JobMonitor* monitor() const { return monitor_.get(); }
+  // ~Fabric: the monitor goes before the strategy's own state (Reducers,
+  // fsdp's units); the group and the store with this object.
+  void stop_monitor() { monitor_.reset(); }
 
   void require_launched(const char* what) const {
     if (!launched_ && placement_.world_size > 1) {
