@@ -29,10 +29,6 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#ifdef USE_C10D_NCCL
-#include <c10/cuda/CUDAFunctions.h>
-#endif
-
 namespace fabric {
 namespace detail {
 
@@ -161,34 +157,7 @@ Fabric::~Fabric() {
   }
 }
 
-void Fabric::launch() {
-  auto& state = *state_;
-  if (state.collectives().launched()) throw std::logic_error("fabric: launch() was called twice");
-  state.collectives().mark_launched();
-  // A rank other than 0 that a launcher of Fabric's started printed what
-  // main printed before launch() to /dev/null (rank 0 prints it once); its
-  // standard output is the launcher's from here on.
-  detail::restore_stdout_at_launch();
-  const auto& placement = state.placement();
-  if (placement.world_size == 1) return;
-
-#ifdef USE_C10D_NCCL
-  if (state.device().is_cuda()) c10::cuda::set_device(state.device().index());
-#endif
-  if (placement.launcher == "fabric") detail::watch_launcher_channel(placement.global_rank);
-
-  // N processes that each start one intra-op thread per core would run
-  // N x cores threads and mostly wait on each other; split the cores instead
-  // (torchrun sets OMP_NUM_THREADS=1 for the same reason; it wins if set).
-  if (detail::environment_string("OMP_NUM_THREADS", "").empty()) {
-    const int cores = static_cast<int>(std::thread::hardware_concurrency());
-    torch::set_num_threads(std::max(1, cores / placement.local_world_size));
-  }
-
-  const bool starts_local_ranks = placement.launcher.empty() && placement.local_world_size > 1;
-  state.strategy->setup_environment(starts_local_ranks);
-  detail::report_joined();
-}
+void Fabric::launch() { state_->strategy->launch(); }
 
 torch::Device Fabric::device() const { return state_->device(); }
 int Fabric::global_rank() const { return state_->placement().global_rank; }

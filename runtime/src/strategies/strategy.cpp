@@ -1,11 +1,19 @@
-// The single_device and ddp strategies; see strategy.h.
+// The Strategy base (launch, plugins, clipping), the single_device and ddp
+// strategies; see strategy.h.
 #include "strategies/strategy.h"
+
+#include "utilities/environment_variables.h"
 
 #include <algorithm>
 #include <cmath>
 #include <map>
 #include <stdexcept>
+#include <thread>
 #include <unordered_map>
+
+#ifdef USE_C10D_NCCL
+#include <c10/cuda/CUDAFunctions.h>
+#endif
 
 namespace fabric {
 namespace detail {
@@ -25,6 +33,35 @@ void Strategy::attach(StrategyPlugins plugins) {
   if (!plugins.collectives || !plugins.precision || !plugins.checkpoint_io)
     throw std::logic_error("fabric: a strategy needs its collectives, precision and checkpoint IO");
   plugins_ = std::move(plugins);
+}
+
+void Strategy::launch() {
+  Collectives& collectives = this->collectives();
+  if (collectives.launched()) throw std::logic_error("fabric: launch() was called twice");
+  collectives.mark_launched();
+  // A rank other than 0 that a launcher of Fabric's started printed what
+  // main printed before launch() to /dev/null (rank 0 prints it once); its
+  // standard output is the launcher's from here on.
+  restore_stdout_at_launch();
+  const ProcessPlacement& placement = collectives.placement();
+  if (placement.world_size == 1) return;
+
+#ifdef USE_C10D_NCCL
+  if (context_.device.is_cuda()) c10::cuda::set_device(context_.device.index());
+#endif
+  if (placement.launcher == "fabric") watch_launcher_channel(placement.global_rank);
+
+  // N processes that each start one intra-op thread per core would run
+  // N x cores threads and mostly wait on each other; split the cores instead
+  // (torchrun sets OMP_NUM_THREADS=1 for the same reason; it wins if set).
+  if (environment_string("OMP_NUM_THREADS", "").empty()) {
+    const int cores = static_cast<int>(std::thread::hardware_concurrency());
+    torch::set_num_threads(std::max(1, cores / placement.local_world_size));
+  }
+
+  const bool starts_local_ranks = placement.launcher.empty() && placement.local_world_size > 1;
+  setup_environment(starts_local_ranks);
+  report_joined();
 }
 
 void Strategy::setup_environment(bool starts_local_ranks) {

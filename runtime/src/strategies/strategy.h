@@ -99,9 +99,11 @@ class Strategy {
   const Options& options() const { return context_.options; }
   const torch::Device& device() const { return context_.device; }
 
-  // Fabric::launch() with several processes: connects the collectives (the
-  // process group every strategy communicates on), then tells the strategy.
-  void setup_environment(bool starts_local_ranks);
+  // Fabric::launch(): the launcher's part (this rank's standard output, the
+  // channel to the rank that started it, the local ranks it starts, the
+  // intra-op threads), then with several processes the collectives'
+  // process group, which every strategy communicates on.
+  void launch();
   // The process group this strategy communicates on from now on (also a
   // strategy that another one runs inside it: zero1's all-reduce).
   virtual void use_group(const c10d_compat::ProcessGroupPtr& group) { context_.group = group; }
@@ -194,6 +196,8 @@ class Strategy {
   virtual void before_shutdown() {}
 
  private:
+  // Connects the collectives, then tells the strategy.
+  void setup_environment(bool starts_local_ranks);
   // Declared before the context: destroyed after it, so the context's
   // reference to the group goes first and the collectives then release the
   // group before the store.

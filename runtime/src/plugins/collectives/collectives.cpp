@@ -6,11 +6,6 @@
 #include <algorithm>
 #include <cstring>
 #include <stdexcept>
-#include <thread>
-
-#ifdef USE_C10D_NCCL
-#include <c10/cuda/CUDAFunctions.h>
-#endif
 
 namespace fabric {
 
