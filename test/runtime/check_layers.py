@@ -23,14 +23,14 @@ This reads every `#include` of runtime/src/ and fails when
 rule once, and fails unless each is caught.
 """
 import argparse
-import fnmatch
 import os
 import re
 import sys
 import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tool"))
-from check_layers import cycle_path, find_cycles, strip_comments  # noqa: E402  (the tool's check)
+import check_layers as tool_layers  # noqa: E402  (the tool's check: cycles, comments, layer lookup)
+from check_layers import cycle_path, find_cycles, match, strip_comments  # noqa: E402
 
 # Bottom up. A file may include files of its own layer and of the layers
 # below it, never of one above. The first layer whose patterns match a
@@ -67,15 +67,8 @@ SUFFIXES = (".h", ".cpp")
 INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^">]+)[">]', re.M)
 
 
-def match(module, patterns):
-    return any(fnmatch.fnmatchcase(module, p) for p in patterns)
-
-
 def layer_of(module):
-    for index, (_, _, patterns) in enumerate(LAYERS):
-        if match(module, patterns):
-            return index
-    return None
+    return tool_layers.layer_of(module, LAYERS)
 
 
 def read_files(root, folder):

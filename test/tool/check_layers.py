@@ -77,8 +77,10 @@ def match(module, patterns):
     return any(fnmatch.fnmatchcase(module, p) for p in patterns)
 
 
-def layer_of(module):
-    for index, (name, _, patterns) in enumerate(LAYERS):
+def layer_of(module, layers=None):
+    """Index of the first of `layers` (this check's LAYERS by default) whose
+    patterns match `module`; None when none does."""
+    for index, (name, _, patterns) in enumerate(LAYERS if layers is None else layers):
         if match(module, patterns):
             return index
     return None
