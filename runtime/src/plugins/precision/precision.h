@@ -29,7 +29,6 @@ class Precision {
  public:
   Precision(const Options& options, torch::Device device);
 
-  const std::string& name() const { return name_; }
   // Module::to(device) and, for "*-true" precisions, the dtype.
   void convert_module(torch::nn::Module& module) const;
   // Whether fabric.autocast() opens a scope, and in which dtype.
