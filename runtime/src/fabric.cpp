@@ -79,6 +79,16 @@ class FabricState {
   // Optimizers seen to step a set-up model's parameters (never dereferenced).
   std::unordered_set<const torch::optim::Optimizer*> optimizers_known_set_up;
   bool warned_backward_without_setup = false;
+  // "16-mixed": per parameter, the gradient tensor a synchronized backward
+  // unscaled (weakly: a zero_grad that drops it, or a new gradient, makes
+  // the entry stale). Other gradients hold scaled sums of micro-batches
+  // under no_backward_sync.
+  std::unordered_map<const c10::TensorImpl*, c10::weak_intrusive_ptr<c10::TensorImpl>> unscaled_gradients;
+  bool holds_unscaled_gradient(const at::Tensor& parameter) const {
+    const auto found = unscaled_gradients.find(parameter.unsafeGetTensorImpl());
+    return found != unscaled_gradients.end() && parameter.grad().defined() &&
+           found->second.lock().get() == parameter.grad().unsafeGetTensorImpl();
+  }
   // Backward passes run by this process: a loader's ShardSampler reads it to
   // tell training loaders (padded shares) from evaluation ones (exact).
   std::shared_ptr<std::atomic<uint64_t>> backward_passes = std::make_shared<std::atomic<uint64_t>>(0);
@@ -633,6 +643,41 @@ void Fabric::backward(const torch::Tensor& loss, const torch::Tensor& gradient, 
 
   // Outside the collective: an error here involves no other rank.
   state.strategy->check_backward(models);
+  // A gradient accumulated over several backward passes (no zero_grad
+  // between) is unscaled once: what an earlier synchronized pass unscaled is
+  // set aside during this one and added back after its unscaling; before a
+  // pass under no_backward_sync it is scaled again, as the sum it joins is.
+  std::vector<std::pair<at::Tensor, at::Tensor>> unscaled_earlier;
+  if (scaling) {
+    for (const auto& reached_model : models) {
+      const auto* model = state.find_model(reached_model.module);
+      if (model == nullptr) continue;
+      for (const auto& item : model->parameters) {
+        at::Tensor parameter = item.second;
+        const at::Tensor gradient = parameter.grad();
+        if (!state.holds_unscaled_gradient(parameter)) continue;
+        if (reached_model.synchronized) {
+          unscaled_earlier.emplace_back(parameter, gradient);
+          parameter.mutable_grad() = at::Tensor();
+        } else {
+          torch::NoGradGuard no_grad;
+          gradient.mul_(state.strategy->precision().scaler().scale);
+          state.unscaled_gradients.erase(parameter.unsafeGetTensorImpl());
+        }
+      }
+    }
+  }
+  // A backward that throws gives the set-aside gradients back.
+  struct PutBack {
+    std::vector<std::pair<at::Tensor, at::Tensor>>& earlier;
+    bool done = false;
+    ~PutBack() {
+      if (done) return;
+      for (auto& [parameter, gradient] : earlier) {
+        if (!parameter.grad().defined()) parameter.mutable_grad() = gradient;
+      }
+    }
+  } put_back{unscaled_earlier};
   state.collectives().run("fabric.backward()", [&] {
     // The backward pass runs outside autocast: a migrated loop opens
     // fabric.autocast() before its forward, and the scope usually still
@@ -659,10 +704,38 @@ void Fabric::backward(const torch::Tensor& loss, const torch::Tensor& gradient, 
   if (!scaling) return;
 
   // Gradients are reduced now (the Reducer finishes inside backward).
-  state.strategy->precision().unscale_and_update(synchronized_parameters, [&state](bool local_inf) {
-    return state.collectives().run("fabric.backward() (loss scaler)",
-                                   [&] { return state.strategy->agree_any(local_inf); });
-  });
+  const bool found_inf =
+      state.strategy->precision().unscale_and_update(synchronized_parameters, [&state](bool local_inf) {
+        return state.collectives().run("fabric.backward() (loss scaler)",
+                                       [&] { return state.strategy->agree_any(local_inf); });
+      });
+  // On inf/NaN the step is skipped: the earlier passes' share goes too.
+  put_back.done = true;
+  torch::NoGradGuard no_grad;
+  for (auto& [parameter, earlier] : unscaled_earlier) {
+    if (found_inf) continue;
+    at::Tensor gradient = parameter.grad();
+    if (gradient.defined()) {
+      earlier.add_(gradient);
+    }
+    parameter.mutable_grad() = earlier;
+  }
+  for (const auto& parameters : synchronized_parameters) {
+    for (const auto& parameter : parameters) {
+      if (parameter.grad().defined()) {
+        state.unscaled_gradients.insert_or_assign(
+            parameter.unsafeGetTensorImpl(),
+            c10::weak_intrusive_ptr<c10::TensorImpl>(parameter.grad().getIntrusivePtr()));
+      } else {
+        state.unscaled_gradients.erase(parameter.unsafeGetTensorImpl());
+      }
+    }
+  }
+  // Entries of gradients gone (dropped by zero_grad, or of a model that was
+  // destroyed).
+  for (auto entry = state.unscaled_gradients.begin(); entry != state.unscaled_gradients.end();) {
+    entry = entry->second.expired() ? state.unscaled_gradients.erase(entry) : std::next(entry);
+  }
 }
 
 namespace {

@@ -194,6 +194,21 @@ void Fabric::save_sharded(const std::string& path, const State& state) {
   }
   const std::string folder = path + "/gen-" + generation;
 
+  // Each rank's owned parameters and their optimizer state whole while it
+  // writes them (fsdp keeps pieces of both).
+  std::vector<torch::optim::Optimizer*> optimizers;
+  for (const auto& entry : state.entries()) {
+    if (auto* const* optimizer = std::get_if<torch::optim::Optimizer*>(&entry.target()))
+      optimizers.push_back(*optimizer);
+  }
+  auto undo = strategy().collectives().run("fabric.save()", [&] { return strategy().hold_owned_state(optimizers); });
+  struct Undo {
+    std::function<void()>& step;
+    ~Undo() {
+      if (step) step();
+    }
+  } undo_at_exit{undo};
+
   const int rank = global_rank();
   std::string error;
   try {

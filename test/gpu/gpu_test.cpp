@@ -189,6 +189,24 @@ int main(int argc, char** argv) {
     check(same, name + ": Reducer gradients (world size 1) equal plain backward");
   };
 
+#ifdef USE_C10D_NCCL
+  // fsdp's collectives on CUDA tensors, called as strategy_fsdp.cpp calls
+  // them: the flat all-gather and reduce-scatter (world size 1: identities).
+  auto fsdp_collectives_check = [&](const fabric::detail::c10d_compat::ProcessGroupPtr& group,
+                                    const std::string& name) {
+    auto shard = torch::arange(8, torch::TensorOptions().dtype(torch::kFloat).device(device));
+    auto gathered = torch::full({8}, -1.0, shard.options());
+    group->_allgather_base(gathered, shard)->wait();
+    check(close(gathered, shard), name + ": flat all-gather of the shards");
+    auto buffer = torch::arange(10, shard.options());
+    auto output = torch::empty({10}, shard.options());
+    c10d::ReduceScatterOptions options;
+    options.reduceOp = c10d::ReduceOp::SUM;
+    group->_reduce_scatter_base(output, buffer, options)->wait();
+    check(close(output, buffer), name + ": flat reduce-scatter (sum over 1 rank) is the identity");
+  };
+#endif
+
   section("process group, world size 1", [&] {
     c10d::TCPStoreOptions store_options;
     store_options.port = 0;
@@ -215,6 +233,7 @@ int main(int argc, char** argv) {
       c10d::broadcast_coalesced(group, module_state, 250 * 1024 * 1024, 0);
       check(close(module_state[0], t), "broadcast_coalesced over NCCL");
       reducer_check(group, "NCCL");
+      fsdp_collectives_check(group, "NCCL");
 #else
       check(false, "this LibTorch has CUDA but the runtime was built without USE_C10D_NCCL");
 #endif

@@ -101,6 +101,7 @@
 //       each rank shuffled with its own seed.
 #include <fabric/fabric.h>
 
+#include <ftw.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -108,6 +109,7 @@
 #include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -162,6 +164,10 @@ struct Arguments {
 // block, the middle block is brought back in the backward after both of its
 // weights were saved, and its second weight is read after that.
 bool square_net_blocks = false;
+// --strided: layer0's weight is a transposed view (not contiguous), as a
+// model that stores a weight as its transpose has: fsdp copies such a unit
+// in and out instead of pointing it into the gathered buffer.
+bool square_net_strided = false;
 
 Arguments parse_arguments(int argc, char** argv) {
   Arguments arguments;
@@ -184,6 +190,7 @@ Arguments parse_arguments(int argc, char** argv) {
     if (name == "--fsdp-min-num-params") arguments.fsdp_min_num_params = std::stoll(value);
     if (name == "--fsdp-state-dict-type") arguments.fsdp_state_dict_type = value;
     if (name == "--blocks") square_net_blocks = value == "1";
+    if (name == "--strided") square_net_strided = value == "1";
     if (name == "--find-unused") arguments.find_unused = value == "1";
     if (name == "--uncaught") arguments.uncaught = value == "1";
     if (name == "--unused-rank") arguments.unused_rank = std::stoi(value);
@@ -236,6 +243,23 @@ std::vector<torch::Tensor> module_state(torch::nn::Module& module) {
   for (const auto& parameter : module.parameters()) state.push_back(parameter.detach());
   for (const auto& buffer : module.buffers()) state.push_back(buffer.detach());
   return state;
+}
+
+// A checkpoint path that no earlier run left behind (a process id comes
+// again, and a failed run leaves its checkpoint), in `folder`.
+std::string fresh_checkpoint_path(const std::string& folder, const std::string& stem) {
+  const auto now = std::chrono::steady_clock::now().time_since_epoch().count();
+  return folder + "/fabric_" + stem + "_" + std::to_string(::getpid()) + "_" + std::to_string(now) + ".pt";
+}
+
+// Removes a checkpoint: one file, or the directory fsdp's sharded save
+// writes, with everything under it. (POSIX, not std::filesystem: LibTorch
+// 2.x's libtorch.so exports its own copies of its symbols.)
+void remove_checkpoint(const std::string& path) {
+  const auto remove_one = [](const char* entry, const struct stat*, int, struct FTW*) {
+    return std::remove(entry) == 0 ? 0 : -1;
+  };
+  ::nftw(path.c_str(), remove_one, 16, FTW_DEPTH | FTW_PHYS);
 }
 
 // Whether every rank holds exactly the same values in every tensor.
@@ -522,7 +546,7 @@ void check_checkpoint(fabric::Fabric& fabric) {
   torch::optim::Adam optimizer(model->parameters(), 0.01);
   fabric.setup(model, optimizer);
   const std::string path =
-      fabric.broadcast("/tmp/fabric_checkpoint_" + std::to_string(::getpid()) + ".pt");
+      fabric.broadcast(fresh_checkpoint_path("/tmp", "checkpoint"));
   fabric.save(path, model);
   check(std::ifstream(path).good(), "the checkpoint file does not exist on rank " +
                                         std::to_string(fabric.global_rank()));
@@ -535,7 +559,7 @@ void check_checkpoint(fabric::Fabric& fabric) {
     check(loaded_state[i].device() == fabric.device(), "a loaded tensor is not on the device");
   }
   fabric.barrier("checkpoint read");
-  if (fabric.is_global_zero()) std::remove(path.c_str());
+  if (fabric.is_global_zero()) remove_checkpoint(path);
 }
 
 // Gradient accumulation (issue 27 point 2): under no_backward_sync only the
@@ -1037,6 +1061,36 @@ int run_scaler_checks(const Arguments& arguments) {
   }
   check(fabric.loss_scale() == 1024, "the scale did not grow after growth_interval clean steps");
   check(identical_across_ranks(fabric, *model), "ranks differ after 16-mixed training");
+
+  // Gradients accumulated over several passes without zero_grad (two
+  // synchronized ones, one under no_backward_sync, one more synchronized)
+  // are unscaled once each, though the scale grows in between: they equal
+  // the mean over ranks of the four plain fp32 gradients' sum.
+  {
+    Net plain_sum;
+    {
+      torch::NoGradGuard no_grad;
+      const auto from = module_state(*model);
+      const auto to = module_state(*plain_sum);
+      for (size_t i = 0; i < from.size(); ++i) to[i].copy_(from[i]);
+    }
+    optimizer.zero_grad();
+    fabric.backward(model->forward(batch(4)).pow(2).mean());
+    fabric.backward(model->forward(batch(5)).pow(2).mean());
+    {
+      auto no_sync = fabric.no_backward_sync(model);
+      fabric.backward(model->forward(batch(6)).pow(2).mean());
+    }
+    fabric.backward(model->forward(batch(7)).pow(2).mean());
+    for (int step = 4; step < 8; ++step) plain_sum->forward(batch(step)).pow(2).mean().backward();
+    const auto summed = fabric.all_reduce(plain_sum->first->weight.grad(), fabric::ReduceOp::Mean);
+    check(torch::allclose(model->first->weight.grad(), summed, 1e-5, 1e-6),
+          "16-mixed gradients accumulated over several backward passes are not the mean of the plain sums "
+          "(off by " +
+              std::to_string((model->first->weight.grad() - summed).abs().max().item<double>()) + ")");
+    optimizer.step();
+  }
+  check_accumulation(fabric);
   fabric.print("scaler checks passed on", fabric.world_size(), "ranks");
   return 0;
 }
@@ -1056,6 +1110,11 @@ struct SquareNetImpl : torch::nn::Module {
       }
       if (i % 2 == 0) blocks.push_back(register_module("block" + std::to_string(i / 2), std::make_shared<torch::nn::Module>()));
       layers.push_back(blocks.back()->register_module(name, layer));
+    }
+    if (square_net_strided) {
+      auto& first = layers.front();
+      torch::NoGradGuard no_grad;
+      first->weight.set_data(first->weight.detach().t().contiguous().t());
     }
   }
   torch::Tensor forward(torch::Tensor x) {
@@ -1100,6 +1159,77 @@ double max_relative_difference(torch::nn::Module& a, torch::nn::Module& b) {
     worst = std::max(worst, (left[i] - right[i]).abs().max().item<double>() / scale);
   }
   return worst;
+}
+
+// A micro-batch under no_backward_sync reaches a head that the
+// synchronizing pass does not (each head its own fsdp unit at
+// --fsdp-min-num-params=1000): its accumulated gradient is still averaged
+// and stepped, as ddp's would be.
+void check_accumulation_unreached(fabric::Fabric& fabric) {
+  struct Heads : torch::nn::Module {
+    Heads()
+        : body(register_module("body", torch::nn::Linear(8, 64))),
+          head1(register_module("head1", torch::nn::Linear(64, 32))),
+          head2(register_module("head2", torch::nn::Linear(64, 32))) {}
+    torch::Tensor forward(const torch::Tensor& x, bool use_head2) {
+      const auto hidden = torch::tanh(body(x));
+      return use_head2 ? head2(hidden) : head1(hidden);
+    }
+    torch::nn::Linear body, head1, head2;
+  };
+  torch::manual_seed(71);
+  auto model = std::make_shared<Heads>();
+  torch::optim::SGD optimizer(model->parameters(), 0.1);
+  fabric.setup(model, optimizer);
+  Heads plain;
+  copy_state(*model, plain);
+  torch::manual_seed(80 + fabric.global_rank());  // every rank its own data
+  const auto first = torch::randn({5, 8});
+  const auto second = torch::randn({5, 8});
+  optimizer.zero_grad();
+  {
+    auto no_sync = fabric.no_backward_sync(model);
+    fabric.backward(model->forward(first, true).pow(2).mean());
+  }
+  fabric.backward(model->forward(second, false).pow(2).mean());
+  fabric.step(optimizer);
+  plain.forward(first, true).pow(2).mean().backward();
+  plain.forward(second, false).pow(2).mean().backward();
+  {
+    torch::NoGradGuard no_grad;
+    for (auto& parameter : plain.parameters()) {
+      parameter.sub_(0.1 * fabric.all_reduce(parameter.grad(), fabric::ReduceOp::Mean));
+    }
+  }
+  const double difference = max_relative_difference(*model, plain);
+  check(difference < 1e-5, "a gradient accumulated under no_backward_sync in a part the synchronizing pass does not "
+                           "reach differs from the ranks' average after the step by " +
+                               std::to_string(difference));
+  check(identical_across_ranks(fabric, *model), "ranks differ after accumulating into an unreached part");
+}
+
+// fsdp on several ranks: a parameter's gradient is this rank's piece of it
+// flattened (undefined where it holds none), the ranks' pieces in rank
+// order. Where each of `gradients` starts in its parameter.
+std::vector<int64_t> piece_offsets(fabric::Fabric& fabric, const std::vector<torch::Tensor>& gradients) {
+  const auto count = static_cast<int64_t>(gradients.size());
+  auto lengths = torch::zeros({fabric.world_size(), count}, torch::kDouble);
+  for (int64_t i = 0; i < count; ++i) {
+    const auto& gradient = gradients[static_cast<size_t>(i)];
+    lengths[fabric.global_rank()][i] = gradient.defined() ? static_cast<double>(gradient.numel()) : 0.0;
+  }
+  lengths = fabric.all_reduce(lengths, fabric::ReduceOp::Sum);
+  std::vector<int64_t> offsets;
+  for (int64_t i = 0; i < count; ++i) {
+    offsets.push_back(
+        static_cast<int64_t>(lengths.narrow(0, 0, fabric.global_rank()).select(1, i).sum().item<double>()));
+  }
+  return offsets;
+}
+
+// The part of `whole` that `piece` (a gradient under fsdp) holds.
+torch::Tensor piece_of(const torch::Tensor& whole, const torch::Tensor& piece, int64_t offset) {
+  return whole.reshape({-1}).narrow(0, offset, piece.numel());
 }
 
 // The sharded run against plain LibTorch on the whole global batch (what
@@ -1174,26 +1304,48 @@ int run_zero_checks(const Arguments& arguments) {
       torch::mse_loss(reference->forward(inputs), targets).backward();
     }
     // Who holds which gradient: zero2, each parameter's on its owner only;
+    // fsdp, each element's on one rank (a piece of the parameter's);
     // zero1, every gradient everywhere. Held gradients are the average.
+    const bool pieces = fsdp && world > 1;
+    std::vector<torch::Tensor> gradients;
+    for (const auto& item : parameters) gradients.push_back(item.value().grad());
+    const auto offsets = piece_offsets(fabric, gradients);
     int64_t local_count = 0;
     std::vector<double> holders;
-    for (const auto& item : parameters) {
-      const auto& gradient = item.value().grad();
-      holders.push_back(gradient.defined() ? 1.0 : 0.0);
+    for (size_t i = 0; i < parameters.size(); ++i) {
+      const auto& item = parameters[i];
+      const auto& gradient = gradients[i];
+      holders.push_back(gradient.defined() ? (pieces ? static_cast<double>(gradient.numel()) : 1.0) : 0.0);
       if (!gradient.defined()) continue;
-      ++local_count;
-      const auto& wanted = reference_parameters[item.key()].grad();
+      local_count += pieces ? gradient.numel() : 1;
+      auto wanted = reference_parameters[item.key()].grad();
+      if (pieces) {
+        check(gradient.dim() == 1, "fsdp: the gradient of " + item.key() + " is not a flat piece");
+        wanted = piece_of(wanted, gradient, offsets[i]);
+      }
       check(torch::allclose(gradient, wanted, 1e-4, 1e-6),
             "the gradient of " + item.key() + " is not the average over ranks");
     }
     const auto counts = fabric.all_reduce(torch::tensor(holders, torch::kDouble), fabric::ReduceOp::Sum);
+    int64_t elements = 0;
     for (size_t i = 0; i < holders.size(); ++i) {
-      const double wanted = stage2 ? 1.0 : static_cast<double>(world);
+      elements += parameters[i].value().numel();
+      const double wanted = pieces   ? static_cast<double>(parameters[i].value().numel())
+                            : stage2 ? 1.0
+                                     : static_cast<double>(world);
       check(counts[static_cast<int64_t>(i)].item<double>() == wanted,
             strategy + ": a gradient is held by " + std::to_string(counts[static_cast<int64_t>(i)].item<double>()) +
-                " ranks after backward, expected " + std::to_string(wanted));
+                (pieces ? " elements over the ranks" : " ranks") + " after backward, expected " +
+                std::to_string(wanted));
     }
-    if (stage2 && world > 1) {
+    if (pieces) {
+      // By element, not by tensor: every rank holds its share (at most a
+      // few elements of padding over 1/N), the weights cut between ranks.
+      check(local_count <= elements / world + 8 * world,
+            "fsdp: this rank holds " + std::to_string(local_count) + " of " + std::to_string(elements) +
+                " gradient elements after backward, more than its share");
+    }
+    if (stage2 && world > 1 && !pieces) {
       check(local_count < static_cast<int64_t>(holders.size()),
             "zero2: this rank kept every gradient after backward");
     }
@@ -1210,16 +1362,16 @@ int run_zero_checks(const Arguments& arguments) {
     fabric.step(optimizer);
     reference_step(step);
     if (fsdp && world > 1) {
-      // Between steps a rank holds the bytes of the parameters it owns
-      // only (nothing has read the model since the step).
+      // Between steps no parameter's own memory is held (each rank keeps
+      // its shard apart; nothing has read the model since the step).
       int64_t held = 0;
       int64_t whole = 0;
       for (const auto& item : parameters) {
         whole += item.value().numel();
         if (item.value().storage().nbytes() > 0) held += item.value().numel();
       }
-      check(held > 0 && held < whole, "fsdp: this rank holds " + std::to_string(held) + " of " +
-                                          std::to_string(whole) + " parameter values between steps");
+      check(held == 0, "fsdp: this rank holds " + std::to_string(held) + " of " + std::to_string(whole) +
+                           " parameter values between steps");
     }
   }
   const double difference = max_relative_difference(*model, *reference);
@@ -1233,7 +1385,8 @@ int run_zero_checks(const Arguments& arguments) {
   const auto total_bytes = fabric.all_reduce(torch::tensor(bytes), fabric::ReduceOp::Sum).item<int64_t>();
   const auto total_states = fabric.all_reduce(torch::tensor(states), fabric::ReduceOp::Sum).item<int64_t>();
   fabric.print(strategy, "rank 0 holds", bytes, "of", full_bytes, "optimizer state bytes");
-  check(total_bytes == full_bytes && total_states == full_states,
+  // fsdp: a parameter cut between ranks has a state on each.
+  check(total_bytes == full_bytes && (fsdp ? total_states >= full_states : total_states == full_states),
         "the ranks' optimizer states do not add up to the whole (" + std::to_string(total_bytes) +
             " of " + std::to_string(full_bytes) + " bytes)");
   if (world > 1) {
@@ -1260,9 +1413,8 @@ int run_zero_checks(const Arguments& arguments) {
   // Checkpoint: the file holds the whole optimizer state (the format ddp
   // writes); loading keeps each rank's shard; training resumes exactly.
   int64_t step = steps;
-  const std::string path = fabric.broadcast(
-      (arguments.dir.empty() ? std::string("/tmp") : arguments.dir) + "/fabric_zero_" +
-      std::to_string(::getpid()) + ".ckpt");
+  const std::string path =
+      fabric.broadcast(fresh_checkpoint_path(arguments.dir.empty() ? std::string("/tmp") : arguments.dir, "zero"));
   fabric.save(path, fabric::State{{"model", model}, {"optimizer", optimizer}, {"step", step}});
   check(adam_state(optimizer).first == bytes, "save left other ranks' state in this rank's optimizer");
   if (fsdp && arguments.fsdp_state_dict_type == "full") {
@@ -1335,12 +1487,14 @@ int run_zero_checks(const Arguments& arguments) {
   fabric.setup(resumed, resumed_optimizer);
   int64_t resumed_step = 0;
   fabric.load(path, {{"model", resumed}, {"optimizer", resumed_optimizer}, {"step", resumed_step}});
-  // The second model is split too (its owners may differ from the first's).
+  // The second model is split too (its owners may differ from the first's;
+  // fsdp: a parameter cut between ranks has a state on each).
   const auto [resumed_bytes, resumed_states] = adam_state(resumed_optimizer);
+  const auto resumed_total_states =
+      fabric.all_reduce(torch::tensor(resumed_states), fabric::ReduceOp::Sum).item<int64_t>();
   check(fabric.all_reduce(torch::tensor(resumed_bytes), fabric::ReduceOp::Sum).item<int64_t>() ==
                 full_bytes &&
-            fabric.all_reduce(torch::tensor(resumed_states), fabric::ReduceOp::Sum).item<int64_t>() ==
-                full_states,
+            (fsdp ? resumed_total_states >= full_states : resumed_total_states == full_states),
         "after load the ranks do not hold one shard each of the optimizer state");
   if (world > 1) {
     check(static_cast<double>(resumed_bytes) <= 0.6 * static_cast<double>(full_bytes) || world > 2,
@@ -1369,12 +1523,22 @@ int run_zero_checks(const Arguments& arguments) {
   torch::optim::LBFGS lbfgs(model->parameters());
   check_error(error_of([&] { fabric.setup_optimizer(lbfgs); }), "LBFGS", "LBFGS under a sharded strategy");
 
+  // Gradient accumulation: under fsdp the passes inside no_backward_sync
+  // accumulate whole gradients, which the last pass reduce-scatters into
+  // pieces.
+  if (world > 1) {
+    check_accumulation(fabric);
+    // (zero1's Reducer refuses a synchronizing pass that leaves parameters
+    // without gradients unless find_unused_parameters is on, as ddp's.)
+    if (stage2) check_accumulation_unreached(fabric);
+  }
+
   // optimizer.step() instead of fabric.step(optimizer): caught by the next
   // backward on every rank, before any collective (fsdp: scenario
   // fsdp_direct_step).
   if (fsdp) {
     fabric.barrier("zero checks done");
-    if (fabric.is_global_zero()) std::remove(path.c_str());
+    if (fabric.is_global_zero()) remove_checkpoint(path);
     fabric.print(strategy, "checks passed on", world, "ranks");
     return 0;
   }
@@ -1385,15 +1549,16 @@ int run_zero_checks(const Arguments& arguments) {
               "call fabric.step(optimizer) instead of optimizer.step()",
               "optimizer.step() called directly");
   fabric.barrier("zero checks done");
-  if (fabric.is_global_zero()) std::remove(path.c_str());
+  if (fabric.is_global_zero()) remove_checkpoint(path);
   fabric.print(strategy, "checks passed on", world, "ranks");
   return 0;
 }
 
-// fsdp, optimizer.step() instead of fabric.step(optimizer): each rank's
-// optimizer reads the parameters it owns, which are in different units on
-// different ranks; the first unit brought back finds that out and ends the
-// job with the reason (expected to fail, with that message).
+// fsdp, optimizer.step() instead of fabric.step(optimizer): each gradient
+// is this rank's flat piece of it, which the optimizer cannot apply to the
+// whole parameter. The step throws (LibTorch's size check), or, where the
+// sizes happen to broadcast, changes the parameters, and the next Fabric
+// call refuses with the reason. Never silent.
 int run_fsdp_direct_step(const Arguments& arguments) {
   fabric::Fabric fabric(
       fabric::Options().accelerator("cpu").devices(arguments.devices).strategy("fsdp").fsdp_min_num_params(1000));
@@ -1401,11 +1566,46 @@ int run_fsdp_direct_step(const Arguments& arguments) {
   this_rank = fabric.global_rank();
   torch::manual_seed(5);
   SquareNet model;
+  const auto loss = [&] { return model->forward(torch::randn({4, 32})).pow(2).mean(); };
+  for (const bool momentum : {false, true}) {
+    // Adam (state made in the step) and plain SGD (the parameter updated
+    // in place by the gradient).
+    std::unique_ptr<torch::optim::Optimizer> optimizer;
+    if (momentum) {
+      optimizer = std::make_unique<torch::optim::Adam>(model->parameters(), 0.01);
+    } else {
+      optimizer = std::make_unique<torch::optim::SGD>(model->parameters(), 0.01);
+    }
+    fabric.setup(model, *optimizer);
+    fabric.backward(loss());
+    std::string refused = error_of([&] { optimizer->step(); });
+    const bool by_libtorch = !refused.empty();
+    if (!by_libtorch) {
+      refused = error_of([&] { fabric.backward(loss()); });
+      check_error(refused, "call fabric.step(optimizer) instead of optimizer.step()", "optimizer.step() called directly");
+    }
+    fabric.print("optimizer.step() called directly was refused", by_libtorch ? "by the optimizer:" : "by Fabric:",
+                 refused.substr(0, refused.find('\n')));
+    if (!by_libtorch) break;  // the model changed: no second round on it
+  }
+  return 0;
+}
+
+// fsdp, a forward that branches on the rank: rank 0 runs the first layer,
+// the others the last one, so the ranks bring back different units; the
+// first fill finds that out and ends the job with the reason (expected to
+// fail, with that message).
+int run_fsdp_divergent_forward(const Arguments& arguments) {
+  fabric::Fabric fabric(
+      fabric::Options().accelerator("cpu").devices(arguments.devices).strategy("fsdp").fsdp_min_num_params(1000));
+  fabric.launch();
+  this_rank = fabric.global_rank();
+  SquareNet model;
   torch::optim::Adam optimizer(model->parameters(), 0.01);
   fabric.setup(model, optimizer);
-  fabric.backward(model->forward(torch::randn({4, 32})).pow(2).mean());
-  optimizer.step();
-  fabric.print("optimizer.step() was not caught");
+  auto& layer = fabric.global_rank() == 0 ? model->layers.front() : model->layers.back();
+  fabric.backward(layer(torch::randn({4, 32})).pow(2).mean());
+  fabric.print("a forward that branches on the rank was not caught");
   return 0;
 }
 
@@ -1896,6 +2096,7 @@ struct AveragedStepCheck {
   double tolerance = 0;         // 0: bit for bit
   bool sharded = false;         // zero1/zero2 on several ranks: ~1/N of the Adam state
   bool stage2 = false;          // zero2 on several ranks: ~1/N of the gradients
+  bool pieces = false;          // fsdp on several ranks: gradients and state by element
   torch::optim::Optimizer* optimizer = nullptr;  // the Trainer's, while it trains
   std::unique_ptr<torch::optim::Adam> reference_optimizer;
   std::vector<torch::Tensor> averaged;
@@ -1917,9 +2118,11 @@ struct AveragedStepCheck {
     for (const auto& tensor : tensors) result.push_back(tensor.detach().clone());
     return result;
   }
-  // Each trained tensor is held by exactly one rank, and no rank holds all.
+  // Each trained tensor (fsdp: element) is held by exactly one rank, and no
+  // rank holds all.
   void check_sharded(int64_t held, const std::string& kind) {
-    const auto total = static_cast<int64_t>(trained.size());
+    int64_t total = 0;
+    for (const auto& parameter : trained) total += pieces ? parameter.numel() : 1;
     const int64_t over_ranks = fabric.all_reduce(held, fabric::ReduceOp::Sum);
     check(over_ranks == total && held < total,
           where() + ": this rank holds the " + kind + " of " + std::to_string(held) + " of " +
@@ -1951,14 +2154,26 @@ struct AveragedStepCheck {
     return input;
   }
   void after_backward() {
-    if (stage2) {
-      int64_t held = 0;
-      for (const auto& parameter : trained) held += parameter.grad().defined() ? 1 : 0;
-      check_sharded(held, "gradient");
-    }
-    if (!check_gradients) return;
     std::vector<torch::Tensor> gradients;
     for (const auto& parameter : trained) gradients.push_back(parameter.grad());
+    if (stage2) {
+      int64_t held = 0;
+      for (const auto& gradient : gradients) held += gradient.defined() ? (pieces ? gradient.numel() : 1) : 0;
+      check_sharded(held, "gradient");
+    }
+    if (pieces) {
+      // Each rank's pieces against the same part of the averaged gradient.
+      const auto offsets = piece_offsets(fabric, gradients);
+      std::vector<torch::Tensor> held;
+      std::vector<torch::Tensor> expected;
+      for (size_t i = 0; i < gradients.size(); ++i) {
+        if (!gradients[i].defined()) continue;
+        held.push_back(gradients[i]);
+        expected.push_back(piece_of(averaged[i], gradients[i], offsets[i]));
+      }
+      compare(held, expected, "gradient piece");
+    }
+    if (!check_gradients) return;
     compare(gradients, averaged, "gradient");
   }
   void after_step() {
@@ -1969,7 +2184,14 @@ struct AveragedStepCheck {
     reference_optimizer->step();
     compare(values(trained), values(reference), "value");
     check(identical_across_ranks(fabric, trained), where() + ": ranks differ after the step");
-    if (sharded) check_sharded(static_cast<int64_t>(optimizer->state().size()), "Adam state");
+    if (sharded) {
+      int64_t held = 0;
+      for (const auto& entry : optimizer->state()) {
+        const auto* adam = dynamic_cast<const torch::optim::AdamParamState*>(entry.second.get());
+        held += pieces && adam != nullptr ? adam->exp_avg().numel() : 1;
+      }
+      check_sharded(held, "Adam state");
+    }
     ++step;
   }
 };
@@ -2024,6 +2246,7 @@ int run_loose_checks(const Arguments& arguments) {
   hooks.tolerance = fabric.world_size() <= 2 ? 0 : 1e-6;
   hooks.sharded = (strategy == "zero1" || gradients_on_owners(strategy)) && !one_process;
   hooks.stage2 = gradients_on_owners(strategy) && !one_process;
+  hooks.pieces = strategy == "fsdp" && !one_process;
   trainer.train(3, hooks);
   for (const auto& parameter : experiment.parameters()) {
     check(parameter.scalar_type() == dtype,
@@ -2076,6 +2299,7 @@ int run_loose_checks(const Arguments& arguments) {
   mixed.tolerance = hooks.tolerance;
   mixed.sharded = hooks.sharded;
   mixed.stage2 = hooks.stage2;
+  mixed.pieces = hooks.pieces;
   mixed.step = 100;
   mixed.on_setup(optimizer);
   for (int i = 0; i < 3; ++i) {
@@ -2439,7 +2663,7 @@ int run_by_value_checks(const Arguments& arguments) {
 
   // Checkpoints of a by-value model, and of a State that holds one.
   const std::string path =
-      fabric.broadcast("/tmp/fabric_by_value_" + std::to_string(::getpid()) + ".pt");
+      fabric.broadcast(fresh_checkpoint_path("/tmp", "by_value"));
   fabric.save(path, model);
   torch::manual_seed(77 + this_rank);
   PlainNet loaded;
@@ -2452,7 +2676,7 @@ int run_by_value_checks(const Arguments& arguments) {
   check(loaded_step == 5, "State with a by-value model: step");
   check_same_state(generator, loaded, "State with a by-value model: tensors");
   fabric.barrier("by-value checkpoints read");
-  if (fabric.is_global_zero()) std::remove(path.c_str());
+  if (fabric.is_global_zero()) remove_checkpoint(path);
   fabric.print("by-value checks passed on", fabric.world_size(), "ranks");
   return 0;
 }
@@ -2792,6 +3016,7 @@ int main(int argc, char** argv) {
   if (arguments.scenario == "ddp") return run_ddp_checks(arguments);
   if (arguments.scenario == "zero") return run_zero_checks(arguments);
   if (arguments.scenario == "fsdp_direct_step") return run_fsdp_direct_step(arguments);
+  if (arguments.scenario == "fsdp_divergent_forward") return run_fsdp_divergent_forward(arguments);
   if (arguments.scenario == "unused") return run_unused_checks(arguments);
   if (arguments.scenario == "index_sampler") return run_index_sampler_checks(arguments);
   if (arguments.scenario == "hang") return run_hang(arguments);

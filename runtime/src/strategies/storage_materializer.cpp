@@ -15,10 +15,13 @@ namespace detail {
 
 struct StorageMaterializer::State {
   Fill fill;
+  BeforeRelease before_release;
   struct Group {
     std::vector<c10::intrusive_ptr<c10::StorageImpl>> storages;
     std::vector<size_t> bytes;
     std::vector<bool> kept;
+    std::vector<size_t> storage_of_tensor;  // add_group's tensors -> storages
+    bool fill_allocates = false;
     bool resident = true;
   };
   std::vector<Group> groups;
@@ -51,6 +54,11 @@ struct Registry {
 Registry& registry() {
   static Registry* instance = new Registry();  // never destroyed: callbacks may run at exit
   return *instance;
+}
+
+void free_storage(c10::StorageImpl& storage) {
+  storage.set_data_ptr_noswap(at::DataPtr(nullptr, storage.device()));
+  storage.set_nbytes(0);
 }
 
 // This thread is filling a group (or paused): the operators it runs (copy_,
@@ -133,7 +141,7 @@ void StorageMaterializer::State::materialize(size_t group, bool on_demand_read) 
   Group& entry = groups.at(group);
   if (entry.resident) return;
   FillingScope scope;
-  for (size_t i = 0; i < entry.storages.size(); ++i) {
+  for (size_t i = 0; i < entry.storages.size() && !entry.fill_allocates; ++i) {
     if (entry.kept[i]) continue;
     c10::StorageImpl& storage = *entry.storages[i];
     c10::Allocator* allocator = storage.allocator();
@@ -153,11 +161,13 @@ void StorageMaterializer::State::release(size_t group) {
   std::lock_guard<std::recursive_mutex> lock(mutex);
   Group& entry = groups.at(group);
   if (!entry.resident) return;
+  if (before_release) {
+    FillingScope scope;
+    before_release(group);
+  }
   for (size_t i = 0; i < entry.storages.size(); ++i) {
     if (entry.kept[i]) continue;
-    c10::StorageImpl& storage = *entry.storages[i];
-    storage.set_data_ptr_noswap(at::DataPtr(nullptr, storage.device()));
-    storage.set_nbytes(0);
+    free_storage(*entry.storages[i]);
   }
   entry.resident = false;
   registry().released_groups.fetch_add(1, std::memory_order_acq_rel);
@@ -176,8 +186,9 @@ void StorageMaterializer::State::bring_back_for_operator(const std::vector<size_
   for (size_t group : needed) materialize(group, true);
 }
 
-StorageMaterializer::StorageMaterializer(Fill fill) : state_(std::make_shared<State>()) {
+StorageMaterializer::StorageMaterializer(Fill fill, BeforeRelease before_release) : state_(std::make_shared<State>()) {
   state_->fill = std::move(fill);
+  state_->before_release = std::move(before_release);
   Registry& all = registry();
   std::lock_guard<std::mutex> lock(all.mutex);
   if (all.materializers++ == 0) {
@@ -212,9 +223,11 @@ StorageMaterializer::~StorageMaterializer() {
   }
 }
 
-size_t StorageMaterializer::add_group(const std::vector<at::Tensor>& tensors, const std::vector<bool>& kept) {
+size_t StorageMaterializer::add_group(const std::vector<at::Tensor>& tensors, const std::vector<bool>& kept,
+                                      bool fill_allocates) {
   TORCH_CHECK(kept.empty() || kept.size() == tensors.size(), "fabric: add_group: one kept flag per tensor");
   State::Group group;
+  group.fill_allocates = fill_allocates;
   for (size_t t = 0; t < tensors.size(); ++t) {
     const at::Tensor& tensor = tensors[t];
     TORCH_CHECK(tensor.has_storage(), "fabric: a tensor without storage cannot be released");
@@ -228,8 +241,10 @@ size_t StorageMaterializer::add_group(const std::vector<at::Tensor>& tensors, co
       if (group.storages[s].get() != storage.get()) continue;
       seen = true;
       group.kept[s] = group.kept[s] || keep;
+      group.storage_of_tensor.push_back(s);
     }
     if (seen) continue;
+    group.storage_of_tensor.push_back(group.storages.size());
     group.bytes.push_back(storage->nbytes());
     group.kept.push_back(keep);
     group.storages.push_back(std::move(storage));
@@ -249,6 +264,26 @@ size_t StorageMaterializer::add_group(const std::vector<at::Tensor>& tensors, co
 }
 
 void StorageMaterializer::release(size_t group) { state_->release(group); }
+
+void StorageMaterializer::set_kept(size_t group, const std::vector<bool>& kept) {
+  std::lock_guard<std::recursive_mutex> lock(state_->mutex);
+  State::Group& entry = state_->groups.at(group);
+  TORCH_CHECK(kept.empty() || kept.size() == entry.storage_of_tensor.size(),
+              "fabric: set_kept: one kept flag per tensor of the group");
+  std::vector<bool> storages_kept(entry.storages.size(), false);
+  for (size_t t = 0; t < kept.size(); ++t) {
+    if (kept[t]) storages_kept[entry.storage_of_tensor[t]] = true;
+  }
+  // Checked before anything changes.
+  for (size_t s = 0; s < entry.storages.size(); ++s) {
+    TORCH_CHECK(entry.resident || !storages_kept[s] || entry.kept[s],
+                "fabric: set_kept: a released group's tensor cannot start being kept; bring it back first");
+  }
+  for (size_t s = 0; s < entry.storages.size(); ++s) {
+    if (!entry.resident && entry.kept[s] && !storages_kept[s]) free_storage(*entry.storages[s]);
+    entry.kept[s] = storages_kept[s];
+  }
+}
 
 void StorageMaterializer::release_all() {
   for (size_t group = 0; group < groups(); ++group) release(group);

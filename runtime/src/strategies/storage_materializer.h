@@ -40,7 +40,13 @@ class StorageMaterializer {
   // thread of the operator that needs them, before its kernel.
   using Fill = std::function<void(size_t group)>;
 
-  explicit StorageMaterializer(Fill fill);
+  // Called on a resident group just before its memory is given back (the
+  // kept tensors' too): fsdp copies its shard out of the whole parameters,
+  // so values written into a resident group (a checkpoint being loaded)
+  // survive the release. Its operators bring nothing back.
+  using BeforeRelease = std::function<void(size_t group)>;
+
+  explicit StorageMaterializer(Fill fill, BeforeRelease before_release = {});
   ~StorageMaterializer();
   StorageMaterializer(const StorageMaterializer&) = delete;
   StorageMaterializer& operator=(const StorageMaterializer&) = delete;
@@ -49,7 +55,18 @@ class StorageMaterializer {
   // A tensor marked `kept` keeps its bytes when the group is released (the
   // shard this rank owns); reading it still brings the whole group back,
   // so that every rank runs the fill at the same operator.
-  size_t add_group(const std::vector<at::Tensor>& tensors, const std::vector<bool>& kept = {});
+  //
+  // With `fill_allocates`, bringing the group back gives its storages no
+  // memory: the fill must (set_data_ptr_noswap and set_nbytes on each
+  // storage not kept), so that it can point them into one buffer it
+  // gathered into, without a copy.
+  size_t add_group(const std::vector<at::Tensor>& tensors, const std::vector<bool>& kept = {},
+                   bool fill_allocates = false);
+  // Which of the group's tensors (in add_group's order) keep their bytes
+  // when it is released. On a released group a tensor can only stop being
+  // kept (its bytes are given back now); bring the group back first to keep
+  // more.
+  void set_kept(size_t group, const std::vector<bool>& kept);
   // Gives the group's memory back (but the kept tensors'); its tensors keep
   // their sizes.
   void release(size_t group);

@@ -180,11 +180,19 @@ class Strategy {
   // not own.
   virtual void optimizer_loaded(torch::optim::Optimizer& optimizer) { (void)optimizer; }
 
-  // The rank that alone holds `parameter`'s values between uses (fsdp), or
-  // -1 when every rank holds them.
+  // The rank whose part of a sharded checkpoint holds `parameter` (fsdp),
+  // or -1 when every rank holds it whole.
   virtual int owner_of(const at::Tensor& parameter) const {
     (void)parameter;
     return -1;
+  }
+  // Collective, around a sharded checkpoint's write: each rank holds whole
+  // the parameters it owns (owner_of) and, in `optimizers`, their whole
+  // state (fsdp keeps pieces of both between steps); the returned function
+  // undoes that (call it on every rank; it may be empty).
+  virtual std::function<void()> hold_owned_state(const std::vector<torch::optim::Optimizer*>& optimizers) {
+    (void)optimizers;
+    return {};
   }
   // Collective. Makes every set-up parameter's memory whole on this rank
   // (fsdp releases what other ranks own) for code that reads it without

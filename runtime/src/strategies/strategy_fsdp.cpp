@@ -1,25 +1,37 @@
 // The "fsdp" strategy (ZeRO stage 3; aliases "zero3", "deepspeed_stage_3").
 //
-// zero2's ownership (each trained parameter has one owner rank, which alone
-// keeps its optimizer state and its averaged gradient) plus the parameters
-// themselves: a rank keeps the bytes of the parameters it owns and releases
-// the others'. Parameters are grouped into units by an auto-wrap policy
-// (Options::fsdp_min_num_params, Lightning's min_num_params).
+// Parameters, gradients and optimizer state sharded by element. The
+// trained parameters are grouped into units by an auto-wrap policy
+// (Options::fsdp_min_num_params, Lightning's min_num_params); a unit's
+// parameters of one dtype are laid end to end in a flat of `total`
+// elements, cut into one chunk per rank (the last padded): rank r keeps
+// elements [r * chunk, (r + 1) * chunk) in its shard, and no parameter's
+// own memory between uses.
 //
 //   forward   the first operator that reads a released unit brings it back:
 //             the StorageMaterializer's callback allocates its storages and
-//             the fill broadcasts each parameter from its owner (the
-//             all-gather); the unit resident before it is released then
-//             (reshard after forward).
+//             the fill all-gathers the shards and copies them into the
+//             parameters; the unit resident before it is released then
+//             (reshard after forward). A release first copies this rank's
+//             chunk back into its shard, so values written into a resident
+//             unit (a checkpoint being loaded) are kept.
 //   backward  autograd's saved views read the unit again, which brings it
 //             back the same way; when the last of a unit's gradients has
 //             been accumulated (a post hook on each parameter's
-//             AccumulateGrad node), its buckets are reduced to their owners
-//             and the unit is released, so at most about one unit's
-//             parameters and gradients are whole at a time.
-//   step      each rank steps the parameters it owns (their bytes were kept)
-//             with the callback paused; nothing is broadcast: the next
-//             forward gathers the new values.
+//             AccumulateGrad node), the unit's gradients are
+//             reduce-scattered (Gloo in LibTorch 1.13 has no
+//             reduce_scatter: one reduce per chunk, to its rank) and the
+//             unit is released. A parameter's gradient is then this rank's
+//             piece of it, flat (undefined where the rank holds none).
+//   step      each parameter holding a piece on this rank becomes that
+//             piece of the shard (set_data) while the optimizer steps, so
+//             its optimizer state is piece-sized; nothing is broadcast:
+//             the next forward gathers the new values.
+//
+// Checkpoints keep zero2's per-parameter owners: around a save each owner
+// holds its parameters and their optimizer state whole (hold_owned_state,
+// gather_optimizer_state); a load gives every rank whole states, which it
+// cuts to its pieces (optimizer_loaded).
 //
 // Every rank must bring units back in the same order (the same operators on
 // the model, as ddp requires the same backward passes): each fill first
@@ -39,7 +51,9 @@
 #include <malloc.h>
 #endif
 #include <atomic>
+#include <map>
 #include <memory>
+#include <sstream>
 
 namespace fabric {
 namespace detail {
@@ -78,13 +92,76 @@ void collect_units(const torch::nn::Module& module, const std::string& path, boo
   remaining.insert(remaining.end(), mine.begin(), mine.end());
 }
 
+// A parameter's elements in this rank's shard: [in_parameter,
+// in_parameter + length) of it flattened, at in_shard in the shard.
+struct Piece {
+  size_t unit = 0;
+  size_t flat = 0;
+  int64_t in_parameter = 0;
+  int64_t in_shard = 0;
+  int64_t length = 0;
+  int64_t in_flat = 0;  // where the whole parameter starts in its flat (any rank's piece follows from it)
+};
+
+// A unit's parameters of one dtype, end to end.
+struct Flat {
+  at::ScalarType dtype = at::kFloat;
+  std::vector<size_t> members;   // indices into parameters_
+  std::vector<int64_t> offsets;  // each member's first element
+  int64_t total = 0;
+  int64_t chunk = 0;  // elements per rank
+  at::Tensor shard;   // this rank's chunk
+};
+
+// A per-parameter state of the optimizer's own kind, read back from what
+// `archive` holds.
+std::unique_ptr<torch::optim::OptimizerParamState> state_of_archive(const torch::optim::Optimizer& optimizer,
+                                                                    torch::serialize::OutputArchive& archive) {
+  std::ostringstream bytes(std::ios::out | std::ios::binary);
+  archive.save_to(bytes);
+  torch::serialize::InputArchive read;
+  std::istringstream stream(bytes.str(), std::ios::in | std::ios::binary);
+  read.load_from(stream);
+  auto state = new_parameter_state(optimizer);
+  state->serialize(read);
+  return state;
+}
+
+// Applies `change` to every tensor of an optimizer's per-parameter state
+// (Adam's exp_avg, SGD's momentum_buffer; any optimizer's, through its own
+// serialization), keeping its other entries.
+std::unique_ptr<torch::optim::OptimizerParamState> change_state_tensors(
+    const torch::optim::Optimizer& optimizer, torch::optim::OptimizerParamState& state,
+    const std::function<at::Tensor(const at::Tensor&)>& change) {
+  torch::serialize::OutputArchive written;
+  state.serialize(written);
+  std::ostringstream bytes(std::ios::out | std::ios::binary);
+  written.save_to(bytes);
+  torch::serialize::InputArchive read;
+  std::istringstream stream(bytes.str(), std::ios::in | std::ios::binary);
+  read.load_from(stream);
+  torch::serialize::OutputArchive changed;
+  for (const auto& key : read.keys()) {
+    c10::IValue value;
+    if (!read.try_read(key, value)) continue;
+    if (value.isTensor() && value.toTensor().defined()) value = c10::IValue(change(value.toTensor()));
+    changed.write(key, value);
+  }
+  return state_of_archive(optimizer, changed);
+}
+
 class FsdpStrategy : public ShardedStrategy {
  public:
   explicit FsdpStrategy(const StrategyContext& context)
       : ShardedStrategy(context, 3),
         hooks_(std::make_shared<HookTarget>(HookTarget{this})),
-        materializer_([this](size_t group) { fill(group); }) {
+        materializer_([this](size_t group) { fill(group); }, [this](size_t group) { write_back(group); }) {
     materializer_.set_release_others_on_demand(true);
+    // Gloo (CPU): one broadcast / one reduce per rank's chunk, in place.
+    // Gloo's own flat all-gather and reduce-scatter (LibTorch 2.x; 1.13 has
+    // neither) were slower here: 1430 against 1077 ms per step of the 42M
+    // MLP on 2 ranks (docs/runtime.md). NCCL: the flat collectives.
+    if (!context.device.is_cuda()) reduce_scatter_unavailable_ = all_gather_unavailable_ = true;
 #ifdef __GLIBC__
     // Units are allocated and freed at every forward and backward; glibc
     // raises its mmap threshold to the size of the largest block freed, after
@@ -96,19 +173,23 @@ class FsdpStrategy : public ShardedStrategy {
   }
 
   // Without before_shutdown (a job ending on an exception) the parameters
-  // other ranks own stay released: no collective can run any more, and
-  // unfilled bytes would be silent garbage.
+  // stay released: no collective can run any more, and unfilled bytes would
+  // be silent garbage.
   ~FsdpStrategy() override {
     hooks_->strategy = nullptr;
     materializer_.abandon();
   }
 
   // Every rank is in ~Fabric: the model is whole again on every rank, for
-  // code that uses it after the Fabric is gone.
+  // code that uses it after the Fabric is gone. Its gradients (pieces) are
+  // dropped.
   void before_shutdown() override {
     if (!context_.group) return;
     materializer_.set_release_others_on_demand(false);
     materializer_.materialize_all();
+    for (size_t index = 0; index < pieces_.size(); ++index) {
+      if (pieces_[index].length > 0) parameters_[index].tensor.mutable_grad() = at::Tensor();
+    }
   }
 
   void setup_module(const torch::nn::Module& module, const NamedParameters& trained) override {
@@ -135,25 +216,62 @@ class FsdpStrategy : public ShardedStrategy {
     const size_t model = models_.size() - 1;
     if (!context_.group) return;  // one process: nothing to shard
 
+    const int64_t world = context_.world_size;
     for (size_t u = 0; u < found.size(); ++u) {
       FsdpUnit unit;
       unit.model = model;
       unit.unit = static_cast<int>(u);
       unit.name = found[u].name.empty() ? "(the model's own parameters)" : "'" + found[u].name + "'";
       std::vector<at::Tensor> tensors;
-      std::vector<bool> kept;
       for (const auto& tensor : found[u].members) {
         const Parameter* tracked = lookup(tensor);
         if (tracked == nullptr) continue;
         const size_t index = static_cast<size_t>(tracked - parameters_.data());
         unit.members.push_back(index);
         tensors.push_back(tensor);
-        kept.push_back(tracked->owner == context_.rank);
         hook_accumulation(index, units_.size(), unit.members.size() - 1);
+        Flat* flat = nullptr;
+        for (auto& existing : unit.flats) {
+          if (existing.dtype == tensor.scalar_type()) flat = &existing;
+        }
+        if (flat == nullptr) {
+          unit.flats.emplace_back();
+          flat = &unit.flats.back();
+          flat->dtype = tensor.scalar_type();
+        }
+        flat->members.push_back(index);
+        flat->offsets.push_back(flat->total);
+        flat->total += tensor.numel();
       }
       if (unit.members.empty()) continue;
-      unit.group = materializer_.add_group(tensors, kept);
+      pieces_.resize(parameters_.size());
+      for (size_t f = 0; f < unit.flats.size(); ++f) {
+        Flat& flat = unit.flats[f];
+        flat.chunk = std::max<int64_t>(1, (flat.total + world - 1) / world);
+        flat.shard = at::zeros({flat.chunk}, at::TensorOptions().dtype(flat.dtype).device(context_.device));
+        const int64_t low = context_.rank * flat.chunk;
+        const int64_t high = low + flat.chunk;
+        for (size_t k = 0; k < flat.members.size(); ++k) {
+          const int64_t begin = std::max(low, flat.offsets[k]);
+          const int64_t end = std::min(high, flat.offsets[k] + parameters_[flat.members[k]].tensor.numel());
+          pieces_[flat.members[k]] = {units_.size(), f, 0, 0, 0, flat.offsets[k]};
+          if (end <= begin) continue;
+          pieces_[flat.members[k]] = {units_.size(), f,           begin - flat.offsets[k],
+                                      begin - low,   end - begin, flat.offsets[k]};
+        }
+      }
+      // Parameters that each fill one storage of their own (what modules
+      // make) are pointed into the gathered buffer rather than copied.
+      std::unordered_set<const c10::StorageImpl*> storages;
+      unit.zero_copy = true;
+      for (const auto& tensor : tensors) {
+        unit.zero_copy = unit.zero_copy && tensor.is_contiguous() && tensor.storage_offset() == 0 &&
+                         tensor.storage().nbytes() == static_cast<size_t>(tensor.numel()) * tensor.element_size() &&
+                         storages.insert(tensor.storage().unsafeGetStorageImpl()).second;
+      }
+      unit.group = materializer_.add_group(tensors, {}, unit.zero_copy);
       units_.push_back(std::move(unit));
+      // The release copies this rank's chunk into its shard.
       materializer_.release(units_.back().group);
     }
   }
@@ -173,9 +291,13 @@ class FsdpStrategy : public ShardedStrategy {
     if (dynamic_cast<torch::optim::LBFGS*>(&optimizer) != nullptr) {
       throw std::invalid_argument(
           "fabric::setup: strategy 'fsdp' cannot run torch::optim::LBFGS: LBFGS computes one search direction "
-          "from the gradients of all parameters, and under 'fsdp' each rank holds and updates only the "
-          "parameters it owns. Use strategy 'ddp' with LBFGS");
+          "from the gradients of all parameters, and under 'fsdp' each rank holds and updates only its "
+          "pieces of the parameters. Use strategy 'ddp' with LBFGS");
     }
+    // State an optimizer makes when it is built (Adagrad's sums). A new
+    // optimizer's states may sit where an old one's did: all are checked.
+    cut_states_.clear();
+    cut_states_to_pieces(optimizer);
   }
 
   bool needs_reached_models() const override { return !models_.empty(); }
@@ -183,16 +305,21 @@ class FsdpStrategy : public ShardedStrategy {
   // Which units' gradients are reduced as their backward ends: those whose
   // parameters every rank's backward reaches alike (one small all-reduce of
   // per-parameter flags); the others are reduced after backward, in unit
-  // order, with zero2's per-parameter flags.
+  // order.
   void before_backward(const std::vector<ReachedModel>& models, const at::Tensor& loss) override {
     ShardedStrategy::before_backward(models, loss);
     if (!context_.group || units_.empty()) return;
+    // A gradient still defined now (the reduced pieces were set aside) is
+    // a whole one that passes under no_backward_sync accumulated: it is
+    // reduced with this pass even where this pass does not reach it.
     std::vector<int64_t> flags;
     for (const auto& unit : units_) {
       const ReachedModel* reached = reached_model(models, unit.model);
+      const bool synchronized = reached != nullptr && reached->synchronized;
       for (size_t index : unit.members) {
-        const bool reaches = reached != nullptr && reached->synchronized && reached->graph != nullptr &&
-                             reached->graph->reaches(parameters_[index].tensor);
+        const at::Tensor& parameter = parameters_[index].tensor;
+        const bool reaches = synchronized && ((reached->graph != nullptr && reached->graph->reaches(parameter)) ||
+                                              parameter.grad().defined());
         flags.push_back(reaches ? 1 : 0);
       }
     }
@@ -222,7 +349,7 @@ class FsdpStrategy : public ShardedStrategy {
       // A unit whose hooks did not all run (a gradient that autograd did
       // not accumulate after all) is reduced here, as on every rank.
       if (unit.mode == Mode::after_backward || (unit.mode == Mode::in_backward && unit.pending > 0)) {
-        reduce_buckets(models_[unit.model], unit.unit);
+        reduce_scatter_unit(unit);
       }
       unit.mode = Mode::none;
     }
@@ -238,7 +365,7 @@ class FsdpStrategy : public ShardedStrategy {
 
   void module_loaded(const torch::nn::Module& module) override {
     ShardedStrategy::module_loaded(module);
-    materializer_.release_all();
+    materializer_.release_all();  // the loaded values into the shards
   }
 
   int owner_of(const at::Tensor& parameter) const override {
@@ -253,25 +380,123 @@ class FsdpStrategy : public ShardedStrategy {
     return [this] { materializer_.unpin_all(); };
   }
 
+  std::function<void()> hold_owned_state(const std::vector<torch::optim::Optimizer*>& optimizers) override {
+    if (!context_.group) return {};
+    auto undo = std::make_shared<std::vector<std::function<void()>>>();
+    const auto undo_all = [undo] {
+      for (auto step = undo->rbegin(); step != undo->rend(); ++step) (*step)();
+      undo->clear();
+    };
+    try {
+      for (const auto& unit : units_) {
+        std::vector<bool> kept;
+        for (size_t index : unit.members) kept.push_back(parameters_[index].owner == context_.rank);
+        materializer_.materialize(unit.group);
+        // Memory of their own: kept parameters pointing into the gathered
+        // buffer would keep the whole unit alive.
+        for (size_t k = 0; k < kept.size() && unit.zero_copy; ++k) {
+          if (kept[k]) own_memory(parameters_[unit.members[k]].tensor);
+        }
+        materializer_.set_kept(unit.group, kept);
+        materializer_.release(unit.group);
+        undo->push_back([this, group = unit.group] { materializer_.set_kept(group, {}); });
+      }
+      for (auto* optimizer : optimizers) undo->push_back(whole_states_on_owners(*optimizer));
+    } catch (...) {
+      undo_all();
+      throw;
+    }
+    return undo_all;
+  }
+
+  std::function<void()> gather_optimizer_state(torch::optim::Optimizer& optimizer) override {
+    check_in_sync("fabric.save()");
+    if (!context_.group) return {};
+    const auto restore = whole_states_on_owners(optimizer);
+    std::function<void()> undo;
+    try {
+      undo = ShardedStrategy::gather_optimizer_state(optimizer);
+    } catch (...) {
+      restore();
+      throw;
+    }
+    return [undo, restore] {
+      if (undo) undo();
+      restore();
+    };
+  }
+
+  // The optimizer holds whole states (a checkpoint's): each rank keeps its
+  // pieces of them.
+  void optimizer_loaded(torch::optim::Optimizer& optimizer) override {
+    if (!context_.group) {
+      ShardedStrategy::optimizer_loaded(optimizer);
+      return;
+    }
+    cut_states_.clear();  // the loaded states are new objects
+    cut_states_to_pieces(optimizer);
+  }
+
  protected:
+  bool updates_here(size_t index) const override {
+    if (!context_.group) return ShardedStrategy::updates_here(index);
+    return index < pieces_.size() && pieces_[index].length > 0;
+  }
+
   void step_owned(torch::optim::Optimizer& optimizer) override {
-    // Only owned parameters have gradients now, and their bytes were kept:
-    // reading them must not start a fill on this rank alone.
-    StorageMaterializer::Pause pause;
-    optimizer.step();
-    // A unit something read since backward is resident with the old values
-    // of the parameters other ranks own: the next read gathers the new ones.
+    if (!context_.group) {
+      optimizer.step();
+      return;
+    }
+    // Nothing resident keeps the old values after the step (a release
+    // copies a chunk into its shard: done now, before the shard changes).
     materializer_.release_all();
+    cut_states_to_pieces(optimizer);
+    // Each parameter with a piece here is that piece of the shard while the
+    // optimizer steps it (its gradient is the same piece already); the
+    // others have no gradient and are skipped.
+    StorageMaterializer::Pause pause;
+    std::vector<std::pair<at::Tensor, at::Tensor>> swapped;  // parameter, itself whole
+    // In reverse: a parameter listed twice is restored to itself last.
+    const auto restore = [&swapped] {
+      for (auto entry = swapped.rbegin(); entry != swapped.rend(); ++entry) entry->first.set_data(entry->second);
+    };
+    try {
+      for (const auto& parameter : optimizer_parameters(optimizer)) {
+        const Parameter* tracked = lookup(parameter);
+        if (tracked == nullptr) continue;
+        const size_t index = static_cast<size_t>(tracked - parameters_.data());
+        if (!updates_here(index) || !parameter.grad().defined()) continue;
+        const Piece& piece = pieces_[index];
+        const Flat& flat = units_[piece.unit].flats[piece.flat];
+        at::Tensor handle = parameter;  // the same TensorImpl
+        // Its metadata over the released storage (detach: set_ would give
+        // the storage bytes again).
+        swapped.emplace_back(handle, parameter.detach());
+        handle.set_data(flat.shard.narrow(0, piece.in_shard, piece.length));
+      }
+      optimizer.step();
+    } catch (...) {
+      restore();
+      throw;
+    }
+    restore();
   }
 
  private:
   enum class Mode { none, in_backward, after_backward };
   struct FsdpUnit {
     size_t model = 0;  // index into models_
-    int unit = 0;      // within the model (its buckets')
+    int unit = 0;      // within the model
     std::string name;
     std::vector<size_t> members;  // indices into parameters_
+    std::vector<Flat> flats;      // one per dtype
     size_t group = 0;             // the materializer's
+    bool zero_copy = false;       // the fill points the storages into the gathered buffer
+    // The members' versions when the last fill ended (empty: unknown). A
+    // release copies the values back only when one moved (a load wrote
+    // them); reads in forward and backward move none.
+    std::vector<int64_t> filled_versions;
     // This backward: which members every rank reaches, how many of those
     // have not been accumulated yet, and when the unit is reduced.
     std::vector<char> expected;
@@ -324,9 +549,246 @@ class FsdpStrategy : public ShardedStrategy {
     if (unit.mode != Mode::in_backward || member >= unit.expected.size() || unit.expected[member] == 0) return;
     unit.expected[member] = 0;
     if (--unit.pending > 0) return;
-    reduce_buckets(models_[unit.model], unit.unit);
+    reduce_scatter_unit(unit);
     unit.mode = Mode::none;
     materializer_.release(unit.group);
+  }
+
+  // Sums the unit's gradients over the ranks, each rank receiving its
+  // chunk, which it divides by the world size. Every chunk carries, after
+  // the gradients, one flag per member (1 where the rank has a gradient),
+  // so a parameter no rank reached keeps an undefined gradient. The whole
+  // gradients are dropped; a member's gradient becomes this rank's piece.
+  void reduce_scatter_unit(FsdpUnit& unit) {
+    const int64_t world = context_.world_size;
+    for (auto& flat : unit.flats) {
+      const auto count = static_cast<int64_t>(flat.members.size());
+      const int64_t segment = flat.chunk + count;
+      const auto options = at::TensorOptions().dtype(flat.dtype).device(context_.device);
+      // Only what no gradient covers is zeroed (the padding, the ranges of
+      // parameters without a gradient): a unit-sized memset is not free.
+      auto buffer = at::empty({segment * world}, options);
+      for (int64_t r = 0; r < world; ++r) {
+        const int64_t valid = std::min(flat.chunk, std::max<int64_t>(0, flat.total - r * flat.chunk));
+        if (valid < flat.chunk) buffer.narrow(0, r * segment + valid, flat.chunk - valid).zero_();
+      }
+      std::vector<float> flags(static_cast<size_t>(count), 0.0f);
+      for (int64_t k = 0; k < count; ++k) {
+        auto& parameter = parameters_[flat.members[static_cast<size_t>(k)]].tensor;
+        const at::Tensor gradient = parameter.grad();
+        if (gradient.defined()) flags[static_cast<size_t>(k)] = 1;
+        const auto elements = gradient.defined() ? gradient.reshape({-1}) : at::Tensor();
+        const int64_t first = flat.offsets[static_cast<size_t>(k)];
+        const int64_t last = first + parameter.numel();
+        for (int64_t r = first / flat.chunk; r * flat.chunk < last; ++r) {
+          const int64_t begin = std::max(first, r * flat.chunk);
+          const int64_t end = std::min(last, (r + 1) * flat.chunk);
+          auto target = buffer.narrow(0, r * segment + begin - r * flat.chunk, end - begin);
+          if (elements.defined()) {
+            target.copy_(elements.narrow(0, begin - first, end - begin));
+          } else {
+            target.zero_();
+          }
+        }
+        parameter.mutable_grad() = at::Tensor();  // freed as soon as it is in the buffer
+      }
+      const auto flag_values = at::tensor(flags).to(options);
+      for (int64_t r = 0; r < world; ++r) buffer.narrow(0, r * segment + flat.chunk, count).copy_(flag_values);
+      const at::Tensor mine = reduce_scatter(buffer, segment);
+      const at::Tensor gradients = mine.narrow(0, 0, flat.chunk).div_(static_cast<double>(world));
+      const auto reached = mine.narrow(0, flat.chunk, count).to(at::kFloat).cpu().contiguous();
+      const float* reached_by = reached.data_ptr<float>();
+      for (int64_t k = 0; k < count; ++k) {
+        const size_t index = flat.members[static_cast<size_t>(k)];
+        const Piece& piece = pieces_[index];
+        if (piece.length == 0 || reached_by[k] <= 0) continue;
+        // A tensor of its own, not a view: optimizer.zero_grad() detaches
+        // gradients in place, and a piece must not keep the buffer alive.
+        parameters_[index].tensor.mutable_grad() = gradients.narrow(0, piece.in_shard, piece.length).clone();
+      }
+    }
+  }
+
+  // A backend's refusal of a collective it does not have (Gloo in 1.13),
+  // made before anything is sent, on every rank alike.
+  static bool refused_as_unsupported(const c10::Error& error) {
+    const std::string what = error.what();
+    return what.find("does not support") != std::string::npos || what.find("no support") != std::string::npos;
+  }
+
+  // `buffer` holds one segment per rank; returns this rank's, summed over
+  // the ranks: c10d's flat reduce-scatter (NCCL), else one reduce per
+  // segment to its rank (the same bytes).
+  at::Tensor reduce_scatter(at::Tensor& buffer, int64_t segment) {
+    if (!reduce_scatter_unavailable_) {
+      at::Tensor output = at::empty({segment}, buffer.options());
+      c10d::ReduceScatterOptions options;
+      options.reduceOp = c10d::ReduceOp::SUM;
+      try {
+        context_.group->_reduce_scatter_base(output, buffer, options)->wait();
+        return output;
+      } catch (const c10::Error& error) {
+        if (!refused_as_unsupported(error)) throw;
+        reduce_scatter_unavailable_ = true;
+      }
+    }
+    std::vector<c10d_compat::WorkPtr> works;
+    for (int r = 0; r < context_.world_size; ++r) {
+      std::vector<at::Tensor> tensors{buffer.narrow(0, r * segment, segment)};
+      c10d::ReduceOptions options;
+      options.reduceOp = c10d::ReduceOp::SUM;
+      options.rootRank = r;
+      works.push_back(context_.group->reduce(tensors, options));
+    }
+    for (auto& work : works) work->wait();
+    return buffer.narrow(0, context_.rank * segment, segment);
+  }
+
+  // Every rank's `shard` into `gathered`, in rank order: c10d's flat
+  // all-gather (NCCL), else one broadcast per rank into its part of
+  // `gathered` (Gloo's list all-gather would stage the whole unit in a
+  // buffer of its own and copy it out).
+  void all_gather(at::Tensor& gathered, at::Tensor& shard) {
+    if (!all_gather_unavailable_) {
+      try {
+        context_.group->_allgather_base(gathered, shard)->wait();
+        return;
+      } catch (const c10::Error& error) {
+        if (!refused_as_unsupported(error)) throw;
+        all_gather_unavailable_ = true;
+      }
+    }
+    const int64_t chunk = shard.numel();
+    std::vector<c10d_compat::WorkPtr> works;
+    for (int r = 0; r < context_.world_size; ++r) {
+      std::vector<at::Tensor> tensors{gathered.narrow(0, r * chunk, chunk)};
+      if (r == context_.rank) tensors[0].copy_(shard);
+      c10d::BroadcastOptions options;
+      options.rootRank = r;
+      works.push_back(context_.group->broadcast(tensors, options));
+    }
+    for (auto& work : works) work->wait();
+  }
+
+  // How many of parameters_[index]'s elements rank `rank` holds.
+  int64_t piece_length(size_t index, int rank) const {
+    const Piece& piece = pieces_.at(index);
+    const Flat& flat = units_.at(piece.unit).flats.at(piece.flat);
+    const int64_t begin = std::max<int64_t>(rank * flat.chunk, piece.in_flat);
+    const int64_t end = std::min<int64_t>((rank + 1) * flat.chunk, piece.in_flat + parameters_[index].tensor.numel());
+    return std::max<int64_t>(0, end - begin);
+  }
+
+  // States of parameters holding a piece here that are whole (loaded, or
+  // made when the optimizer was built) are cut to the piece; states of the
+  // others are dropped.
+  void cut_states_to_pieces(torch::optim::Optimizer& optimizer) {
+    if (!context_.group) return;
+    for (const auto& parameter : optimizer_parameters(optimizer)) {
+      const Parameter* tracked = lookup(parameter);
+      if (tracked == nullptr || !tracked->trained) continue;
+      const size_t index = static_cast<size_t>(tracked - parameters_.data());
+      if (index >= pieces_.size()) continue;  // not in a unit yet
+      const auto key = c10d_compat::optimizer_state_key(optimizer, parameter);
+      auto found = optimizer.state().find(key);
+      if (found == optimizer.state().end() || cut_states_.count(found->second.get()) > 0) continue;
+      if (!updates_here(index)) {
+        optimizer.state().erase(found);
+        continue;
+      }
+      const Piece piece = pieces_[index];
+      const auto sizes = parameter.sizes().vec();
+      found->second = change_state_tensors(optimizer, *found->second, [&](const at::Tensor& tensor) {
+        if (tensor.sizes().vec() != sizes) return tensor;
+        return tensor.reshape({-1}).narrow(0, piece.in_parameter, piece.length).clone();
+      });
+      cut_states_.insert(found->second.get());
+    }
+  }
+
+  // Collective. Each parameter's owner holds its whole optimizer state,
+  // joined from the ranks' pieces; the other ranks none. The returned
+  // function puts the pieces back.
+  std::function<void()> whole_states_on_owners(torch::optim::Optimizer& optimizer) {
+    cut_states_to_pieces(optimizer);
+    const auto parameters = optimizer_parameters(optimizer);
+    using Key = decltype(c10d_compat::optimizer_state_key(optimizer, parameters.front()));
+    auto pieces = std::make_shared<std::vector<std::pair<Key, std::unique_ptr<torch::optim::OptimizerParamState>>>>();
+    std::vector<std::pair<Key, std::unique_ptr<torch::optim::OptimizerParamState>>> whole;
+    for (int owner = 0; owner < context_.world_size; ++owner) {
+      const auto blobs = gather_to(owner, serialize_states(optimizer, parameters, [&](size_t i) {
+                                     const Parameter* tracked = lookup(parameters[i]);
+                                     return tracked != nullptr && tracked->trained && tracked->owner == owner;
+                                   }));
+      if (context_.rank != owner) continue;
+      // Per position, each rank's piece in rank order (rank r's piece of a
+      // parameter comes before rank r + 1's).
+      std::map<int64_t, std::vector<std::pair<int, std::shared_ptr<torch::serialize::InputArchive>>>> parts;
+      for (int r = 0; r < context_.world_size; ++r) {
+        for (auto& [position, nested] : read_states(blobs[static_cast<size_t>(r)])) {
+          parts[position].emplace_back(r, nested);
+        }
+      }
+      for (auto& [position, ranks] : parts) {
+        const at::Tensor& parameter = parameters.at(static_cast<size_t>(position));
+        torch::serialize::OutputArchive joined;
+        const size_t index = static_cast<size_t>(lookup(parameter) - parameters_.data());
+        for (const auto& key : ranks.front().second->keys()) {
+          // A rank's piece: 1-D, as long as its piece of the parameter.
+          std::vector<at::Tensor> elements;
+          c10::IValue first;
+          int64_t numel = 0;
+          bool others = false;
+          for (auto& [r, part] : ranks) {
+            c10::IValue value;
+            if (!part->try_read(key, value)) continue;
+            if (first.isNone()) first = value;
+            const int64_t length = piece_length(index, r);
+            if (length > 0 && value.isTensor() && value.toTensor().defined() && value.toTensor().dim() == 1 &&
+                value.toTensor().numel() == length) {
+              elements.push_back(value.toTensor());
+              numel += length;
+            } else {
+              others = true;
+            }
+          }
+          if (elements.empty()) {
+            joined.write(key, first);  // the same on every rank (a step count)
+            continue;
+          }
+          // Never one rank's piece saved as the whole.
+          if (others || numel != parameter.numel()) {
+            throw std::runtime_error("fabric: strategy 'fsdp': the ranks' pieces of the optimizer state '" + key +
+                                     "' of parameter '" + parameters_[index].name + "' hold " + std::to_string(numel) +
+                                     " of its " + std::to_string(parameter.numel()) +
+                                     " elements, so it cannot be saved whole (is the optimizer in the State twice?)");
+          }
+          joined.write(key, c10::IValue(at::cat(elements).view(parameter.sizes())));
+        }
+        whole.emplace_back(c10d_compat::optimizer_state_key(optimizer, parameter), state_of_archive(optimizer, joined));
+      }
+    }
+    // Every rank's pieces aside; the owners' whole states in.
+    for (const auto& parameter : parameters) {
+      const Parameter* tracked = lookup(parameter);
+      if (tracked == nullptr || !tracked->trained) continue;
+      const auto key = c10d_compat::optimizer_state_key(optimizer, parameter);
+      auto found = optimizer.state().find(key);
+      if (found == optimizer.state().end()) continue;
+      pieces->emplace_back(key, std::move(found->second));
+      optimizer.state().erase(found);
+    }
+    for (auto& [key, state] : whole) optimizer.state()[key] = std::move(state);
+    return [&optimizer, pieces, this] {
+      for (const auto& parameter : optimizer_parameters(optimizer)) {
+        const Parameter* tracked = lookup(parameter);
+        if (tracked != nullptr && tracked->trained)
+          optimizer.state().erase(c10d_compat::optimizer_state_key(optimizer, parameter));
+      }
+      for (auto& [key, state] : *pieces) optimizer.state()[key] = std::move(state);
+      pieces->clear();
+      cut_states_.clear();  // the whole states' addresses are free again
+    };
   }
 
   // LibTorch logs and swallows what a RecordFunction callback throws, and
@@ -344,10 +806,10 @@ class FsdpStrategy : public ShardedStrategy {
   }
 
   // Brings unit `group` back on every rank: checks that every rank is
-  // bringing back the same unit, then broadcasts each parameter from its
-  // owner into the fresh storages.
+  // bringing back the same unit, then all-gathers each flat's shards and
+  // copies them into the parameters' fresh storages.
   void fill_or_throw(size_t group) {
-    const FsdpUnit& unit = units_.at(group);
+    FsdpUnit& unit = units_.at(group);
     const auto [most_of, least_of] = max_and_min_across_ranks({static_cast<int64_t>(group)});
     const int64_t most = most_of[0];
     const int64_t least = least_of[0];
@@ -356,16 +818,63 @@ class FsdpStrategy : public ShardedStrategy {
           "fabric: strategy 'fsdp': the ranks are bringing back different units of sharded parameters (rank " +
           std::to_string(context_.rank) + ": unit #" + std::to_string(group) + ", " + unit.name +
           "; the ranks' units range from #" + std::to_string(least) + " to #" + std::to_string(most) +
-          "): every rank must run the same operators on the model in the same order. Was optimizer.step() called "
-          "directly (use fabric.step(optimizer)), or does the forward branch on this rank's data?");
+          "): every rank must run the same operators on the model in the same order (as ddp needs the same "
+          "backward passes): does the forward branch on this rank's data, or run a part of the model on some "
+          "ranks only?");
     }
-    const size_t cap = bucket_bytes(context_.options).second;
-    for (int owner = 0; owner < context_.world_size; ++owner) {
-      std::vector<at::Tensor> owned;
-      for (size_t index : unit.members) {
-        if (parameters_[index].owner == owner) owned.push_back(same_memory_own_version(parameters_[index].tensor));
+    for (auto& flat : unit.flats) {
+      auto gathered = at::empty({flat.chunk * context_.world_size}, flat.shard.options());
+      all_gather(gathered, flat.shard);
+      for (size_t k = 0; k < flat.members.size(); ++k) {
+        const at::Tensor& member = parameters_[flat.members[k]].tensor;
+        if (unit.zero_copy) {
+          // The storage points into the buffer, which lives while any
+          // of the unit's storages does. One with bytes was kept (its
+          // values are current, in memory of its own).
+          c10::StorageImpl* storage = member.storage().unsafeGetStorageImpl();
+          if (storage->nbytes() > 0) continue;
+          const size_t bytes = static_cast<size_t>(member.numel()) * member.element_size();
+          char* data = static_cast<char*>(gathered.data_ptr()) + flat.offsets[k] * member.element_size();
+          storage->set_data_ptr_noswap(
+              c10::DataPtr(data, new at::Tensor(gathered), &release_buffer, gathered.device()));
+          storage->set_nbytes(bytes);
+          continue;
+        }
+        at::Tensor parameter = same_memory_own_version(member);
+        parameter.copy_(gathered.narrow(0, flat.offsets[k], parameter.numel()).view(parameter.sizes()));
       }
-      if (!owned.empty()) c10d::broadcast_coalesced(context_.group, owned, cap, owner);
+    }
+    unit.filled_versions.clear();
+    for (size_t index : unit.members) unit.filled_versions.push_back(parameters_[index].tensor._version());
+  }
+
+  static void release_buffer(void* buffer) { delete static_cast<at::Tensor*>(buffer); }
+
+  // `parameter`'s storage gets memory of its own, with the same values.
+  static void own_memory(const at::Tensor& parameter) {
+    StorageMaterializer::Pause pause;
+    const at::Tensor copy = same_memory_own_version(parameter).clone(at::MemoryFormat::Contiguous);
+    at::DataPtr data = copy.storage().unsafeGetStorageImpl()->set_data_ptr(at::DataPtr(nullptr, copy.device()));
+    parameter.storage().unsafeGetStorageImpl()->set_data_ptr_noswap(std::move(data));
+  }
+
+  // Before unit `group` is released: this rank's chunk of its values into
+  // the shard, unless no member was written since the fill.
+  void write_back(size_t group) {
+    FsdpUnit& unit = units_.at(group);
+    bool written = unit.filled_versions.size() != unit.members.size();
+    for (size_t k = 0; k < unit.members.size() && !written; ++k) {
+      written = parameters_[unit.members[k]].tensor._version() != unit.filled_versions[k];
+    }
+    unit.filled_versions.clear();
+    if (!written) return;
+    for (auto& flat : unit.flats) {
+      for (size_t index : flat.members) {
+        const Piece& piece = pieces_[index];
+        if (piece.length == 0) continue;
+        const at::Tensor values = same_memory_own_version(parameters_[index].tensor).reshape({-1});
+        flat.shard.narrow(0, piece.in_shard, piece.length).copy_(values.narrow(0, piece.in_parameter, piece.length));
+      }
     }
   }
 
@@ -399,8 +908,12 @@ class FsdpStrategy : public ShardedStrategy {
 
   std::shared_ptr<HookTarget> hooks_;
   std::vector<FsdpUnit> units_;
+  std::vector<Piece> pieces_;  // by index into parameters_ (length 0: none here)
+  std::unordered_set<const torch::optim::OptimizerParamState*> cut_states_;  // already piece-sized
   std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;
   bool armed_ = false;
+  bool reduce_scatter_unavailable_ = false;
+  bool all_gather_unavailable_ = false;
   StorageMaterializer materializer_;
 };
 

@@ -107,7 +107,7 @@ class ShardedStrategy : public Strategy {
       model->set_aside.assign(model->members.size(), at::Tensor());
       for (size_t k = 0; k < model->members.size(); ++k) {
         auto& parameter = parameters_[model->members[k]];
-        if (parameter.owner != context_.rank) continue;
+        if (!updates_here(model->members[k])) continue;
         model->set_aside[k] = parameter.tensor.grad();
         parameter.tensor.mutable_grad() = at::Tensor();
       }
@@ -151,7 +151,7 @@ class ShardedStrategy : public Strategy {
     std::vector<std::pair<at::Tensor, at::Tensor>> hidden;
     for (const auto& parameter : parameters) {
       const Parameter* tracked = lookup(parameter);
-      if (tracked == nullptr || tracked->owner == context_.rank) continue;
+      if (tracked == nullptr || updates_here(static_cast<size_t>(tracked - parameters_.data()))) continue;
       if (!parameter.grad().defined()) continue;
       hidden.emplace_back(parameter, parameter.grad());
       parameter.mutable_grad() = at::Tensor();
@@ -219,26 +219,12 @@ class ShardedStrategy : public Strategy {
     const auto parameters = optimizer_parameters(optimizer);
     std::string blob;
     if (context_.rank != 0) {
-      torch::serialize::OutputArchive archive;
-      c10::List<int64_t> positions;
-      for (size_t i = 0; i < parameters.size(); ++i) {
+      blob = serialize_states(optimizer, parameters, [&](size_t i) {
         const Parameter* tracked = lookup(parameters[i]);
-        if (tracked == nullptr || tracked->owner != context_.rank) continue;
-        const auto found = optimizer.state().find(c10d_compat::optimizer_state_key(optimizer, parameters[i]));
-        if (found == optimizer.state().end()) continue;
-        torch::serialize::OutputArchive nested;
-        found->second->serialize(nested);
-        archive.write("p" + std::to_string(i), nested);
-        positions.push_back(static_cast<int64_t>(i));
-      }
-      if (!positions.empty()) {
-        archive.write("positions", c10::IValue(positions));
-        std::ostringstream bytes(std::ios::out | std::ios::binary);
-        archive.save_to(bytes);
-        blob = bytes.str();
-      }
+        return tracked != nullptr && tracked->owner == context_.rank;
+      });
     }
-    const auto blobs = gather_to_rank_zero(blob);
+    const auto blobs = gather_to(0, blob);
     if (context_.rank != 0) return {};
 
     using Key = decltype(c10d_compat::optimizer_state_key(optimizer, parameters.front()));
@@ -248,17 +234,9 @@ class ShardedStrategy : public Strategy {
     };
     try {
       for (const auto& bytes : blobs) {
-        if (bytes.empty()) continue;
-        torch::serialize::InputArchive archive;
-        std::istringstream stream(bytes, std::ios::in | std::ios::binary);
-        archive.load_from(stream, context_.device);
-        c10::IValue positions;
-        archive.read("positions", positions);
-        for (const int64_t position : positions.toIntVector()) {
-          torch::serialize::InputArchive nested;
-          archive.read("p" + std::to_string(position), nested);
+        for (auto& [position, nested] : read_states(bytes)) {
           auto state = new_parameter_state(optimizer);
-          state->serialize(nested);
+          state->serialize(*nested);
           auto key = c10d_compat::optimizer_state_key(optimizer, parameters.at(static_cast<size_t>(position)));
           optimizer.state()[key] = std::move(state);
           inserted.push_back(std::move(key));
@@ -490,6 +468,10 @@ class ShardedStrategy : public Strategy {
   }
   // Steps the parameters this rank owns (the others have no gradient now).
   virtual void step_owned(torch::optim::Optimizer& optimizer) { optimizer.step(); }
+  // Whether this rank updates parameters_[index] (holds its averaged
+  // gradient and optimizer state): its owner (fsdp: a rank holding part
+  // of its elements).
+  virtual bool updates_here(size_t index) const { return parameters_[index].owner == context_.rank; }
 
   const int stage_;
   std::unordered_map<const c10::TensorImpl*, int> unit_of_;
@@ -499,9 +481,48 @@ class ShardedStrategy : public Strategy {
   std::vector<Model> models_;
   std::vector<size_t> owned_bytes_;  // per rank
 
-  // Every rank's `bytes` on rank 0 (empty elsewhere): sizes all-gathered,
+  // The optimizer states of the parameters `select` picks (by position in
+  // `parameters`), serialized with their positions; empty when none.
+  static std::string serialize_states(torch::optim::Optimizer& optimizer, const std::vector<at::Tensor>& parameters,
+                                      const std::function<bool(size_t)>& select) {
+    torch::serialize::OutputArchive archive;
+    c10::List<int64_t> positions;
+    for (size_t i = 0; i < parameters.size(); ++i) {
+      if (!select(i)) continue;
+      const auto found = optimizer.state().find(c10d_compat::optimizer_state_key(optimizer, parameters[i]));
+      if (found == optimizer.state().end()) continue;
+      torch::serialize::OutputArchive nested;
+      found->second->serialize(nested);
+      archive.write("p" + std::to_string(i), nested);
+      positions.push_back(static_cast<int64_t>(i));
+    }
+    if (positions.empty()) return {};
+    archive.write("positions", c10::IValue(positions));
+    std::ostringstream bytes(std::ios::out | std::ios::binary);
+    archive.save_to(bytes);
+    return bytes.str();
+  }
+  // What serialize_states wrote: each position and its state's archive.
+  std::vector<std::pair<int64_t, std::shared_ptr<torch::serialize::InputArchive>>> read_states(
+      const std::string& bytes) const {
+    std::vector<std::pair<int64_t, std::shared_ptr<torch::serialize::InputArchive>>> states;
+    if (bytes.empty()) return states;
+    torch::serialize::InputArchive archive;
+    std::istringstream stream(bytes, std::ios::in | std::ios::binary);
+    archive.load_from(stream, context_.device);
+    c10::IValue positions;
+    archive.read("positions", positions);
+    for (const int64_t position : positions.toIntVector()) {
+      auto nested = std::make_shared<torch::serialize::InputArchive>();
+      archive.read("p" + std::to_string(position), *nested);
+      states.emplace_back(position, std::move(nested));
+    }
+    return states;
+  }
+
+  // Every rank's `bytes` on `root` (empty elsewhere): sizes all-gathered,
   // then a c10d gather of the padded bytes.
-  std::vector<std::string> gather_to_rank_zero(const std::string& bytes) {
+  std::vector<std::string> gather_to(int root, const std::string& bytes) {
     const int world = context_.world_size;
     const auto on_device = at::TensorOptions().device(context_.device);
     std::vector<at::Tensor> size{at::full({1}, static_cast<int64_t>(bytes.size()), on_device.dtype(at::kLong))};
@@ -511,21 +532,21 @@ class ShardedStrategy : public Strategy {
     std::vector<int64_t> lengths;
     for (const auto& length : sizes[0]) lengths.push_back(length.item<int64_t>());
     const int64_t longest = *std::max_element(lengths.begin(), lengths.end());
-    std::vector<std::string> result(context_.rank == 0 ? static_cast<size_t>(world) : 0);
+    std::vector<std::string> result(context_.rank == root ? static_cast<size_t>(world) : 0);
     if (longest == 0) return result;
 
     auto padded = at::zeros({longest}, at::TensorOptions().dtype(at::kByte));
     std::copy(bytes.begin(), bytes.end(), reinterpret_cast<char*>(padded.data_ptr<uint8_t>()));
     std::vector<at::Tensor> input{padded.to(context_.device)};
     std::vector<std::vector<at::Tensor>> outputs;
-    if (context_.rank == 0) {
+    if (context_.rank == root) {
       outputs.resize(1);
       for (int r = 0; r < world; ++r) outputs[0].push_back(at::empty_like(input[0]));
     }
     c10d::GatherOptions options;
-    options.rootRank = 0;
+    options.rootRank = root;
     context_.group->gather(outputs, input, options)->wait();
-    for (int r = 0; context_.rank == 0 && r < world; ++r) {
+    for (int r = 0; context_.rank == root && r < world; ++r) {
       const auto received = outputs[0][static_cast<size_t>(r)].cpu();
       result[static_cast<size_t>(r)].assign(reinterpret_cast<const char*>(received.data_ptr<uint8_t>()),
                                             static_cast<size_t>(lengths[static_cast<size_t>(r)]));

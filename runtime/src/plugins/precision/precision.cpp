@@ -67,14 +67,14 @@ at::ScalarType Precision::autocast_dtype() const {
   return autocasts() ? at::kHalf : at::kFloat;
 }
 
-void Precision::unscale_and_update(const std::vector<std::vector<at::Tensor>>& synchronized_parameters,
+bool Precision::unscale_and_update(const std::vector<std::vector<at::Tensor>>& synchronized_parameters,
                                    const std::function<bool(bool)>& agree_any) {
   // Gradients are reduced now (the Reducer finishes inside backward), so
   // with ddp every rank finds the same inf/NaN; under zero2 each rank holds
   // its own parameters' gradients and the ranks agree on the finding.
   // Micro-batches under no_backward_sync stay scaled until the backward that
   // reduces them.
-  if (synchronized_parameters.empty()) return;
+  if (synchronized_parameters.empty()) return false;
   torch::NoGradGuard no_grad;
   const double inverse_scale = 1.0 / scaler_.scale;
   std::vector<at::Tensor> finite_flags;
@@ -101,6 +101,7 @@ void Precision::unscale_and_update(const std::vector<std::vector<at::Tensor>>& s
     scaler.scale *= scaler.options.growth_factor;
     scaler.growth_tracker = 0;
   }
+  return found_inf;
 }
 
 }  // namespace detail

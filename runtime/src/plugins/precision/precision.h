@@ -47,8 +47,8 @@ class Precision {
   // were synchronized; `agree_any` (the strategy's, a collective where
   // gradients are sharded) makes one rank's inf/NaN every rank's. Then skips
   // the step (drops the gradients) and backs off, or grows the scale after
-  // growth_interval clean steps.
-  void unscale_and_update(const std::vector<std::vector<at::Tensor>>& synchronized_parameters,
+  // growth_interval clean steps. Returns whether an inf/NaN was found.
+  bool unscale_and_update(const std::vector<std::vector<at::Tensor>>& synchronized_parameters,
                           const std::function<bool(bool)>& agree_any);
 
  private:
