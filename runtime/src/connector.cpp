@@ -30,7 +30,7 @@ std::unique_ptr<Strategy> connect_strategy(const Options& options) {
   // A launcher or scheduler that started this process says where it is;
   // otherwise it is its node's rank 0 and starts the others.
   ProcessPlacement placement;
-  if (auto from_environment = placement_from_environment()) {
+  if (auto from_environment = placement_from_environment(options.cluster_environment())) {
     placement = *from_environment;
   } else {
     placement = placement_from_options(options, accelerator.local_processes);

@@ -1,9 +1,9 @@
 // The connector (Lightning's _Connector): resolves Options (after the LT_*
 // environment overrides) into objects: the accelerator and this process's
-// device, the cluster environment's placement, the strategy by its
-// resolved name, and the plugins the strategy owns (collectives, precision,
-// checkpoint IO). Adding a component means one line here, not a change to
-// Fabric.
+// device, the cluster environment's placement (the program's own, else a
+// built-in one), the strategy by its resolved name, and the plugins the
+// strategy owns (collectives, precision, checkpoint IO). Adding a component
+// means one line here, not a change to Fabric.
 #pragma once
 
 #include <fabric/options.h>

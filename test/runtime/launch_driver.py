@@ -266,15 +266,17 @@ def free_port():
         return probe.getsockname()[1]
 
 
-def joined_job(case, program, env_of_rank, world=2):
+def joined_job(case, program, env_of_rank, world=2, arguments=(), joined=True):
     """Starts `world` ranks the way a cluster launcher does (each with its
     own environment), runs the ddp scenario, and checks that they formed one
     job: rank 0 alone prints the result. A rank that failed to read its
-    environment would launch a job of its own, and both would print."""
-    ranks = [subprocess.Popen([program, "ddp", f"--devices={world}"], env=env_of_rank(r),
+    environment would launch a job of its own, and both would print (what
+    `joined=False` expects). Returns the ranks' standard errors."""
+    ranks = [subprocess.Popen([program, "ddp", f"--devices={world}", *arguments], env=env_of_rank(r),
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
              for r in range(world)]
     outputs = []
+    errors = []
     for r, process in enumerate(ranks):
         try:
             stdout, stderr = process.communicate(timeout=90)
@@ -284,14 +286,17 @@ def joined_job(case, program, env_of_rank, world=2):
             stdout, stderr = process.communicate()
             report(case, f"rank {r} did not finish within 90 s")
         outputs.append(stdout.decode(errors="replace"))
+        errors.append(stderr.decode(errors="replace"))
         if process.returncode != 0:
-            report(case, f"rank {r} exited with {process.returncode}:\n"
-                         f"{stderr.decode(errors='replace')}")
+            report(case, f"rank {r} exited with {process.returncode}:\n{errors[-1]}")
     passed = f"ddp checks passed on {world} ranks"
     if outputs[0].count(passed) != 1:
         report(case, f"rank 0 did not print '{passed}' once: {outputs[0]!r}")
-    if any(passed in out for out in outputs[1:]):
+    if joined and any(passed in out for out in outputs[1:]):
         report(case, "a rank other than 0 printed through fabric.print (two jobs, not one?)")
+    if not joined and not all(out.count(passed) == 1 for out in outputs):
+        report(case, f"expected every process to run a job of its own: {outputs!r}")
+    return errors
 
 
 def torchrun(program):
@@ -323,6 +328,33 @@ def cluster_envs(program):
                              env=dict(slurm, SLURM_PROCID="0", SLURM_LOCALID="0", SLURM_JOB_NAME="bash"))
     if code != 0 or out.count("ddp checks passed on 2 ranks") != 1:
         report("slurm-interactive", f"exit {code}, output {out!r}, stderr {err[-2000:]!r}")
+    program_environment(program, world)
+
+
+def program_environment(program, world):
+    """A cluster environment the program brings (Options::cluster_environment,
+    the test program's HydraEnvironment: MPICH Hydra's PMI_RANK/PMI_SIZE)."""
+    hydra = dict(os.environ, PMI_SIZE=str(world), MPI_LOCALNRANKS=str(world), MASTER_ADDR="127.0.0.1",
+                 MASTER_PORT=str(free_port()))
+    of_rank = lambda r: dict(hydra, PMI_RANK=str(r), MPI_LOCALRANKID=str(r))
+    joined_job("hydra", program, of_rank, world, arguments=["--environment=hydra"])
+    # The control: without the program's environment no rank knows Hydra's
+    # variables, and each process starts a job of its own (on a port of its
+    # own: MASTER_PORT unset).
+    joined_job("hydra-not-given", program,
+               lambda r: {k: v for k, v in of_rank(r).items() if k != "MASTER_PORT"}, world, joined=False)
+    # A placement that cannot be (rank 2 of 2) is refused, naming the environment.
+    code, out, err = run_job("hydra-inconsistent", [program, "ddp", "--devices=2", "--environment=hydra"],
+                             env=dict(hydra, PMI_RANK="2", MPI_LOCALRANKID="0"))
+    if code == 0 or "inconsistent hydra environment: rank 2, world size 2" not in err:
+        report("hydra-inconsistent", f"exit {code}, stderr {err[-2000:]!r}")
+    # Given but detecting nothing: said once (rank 0; the ranks Fabric starts
+    # are placed by its launcher), and the program starts its job itself.
+    code, out, err = run_job("hydra-absent", [program, "ddp", "--devices=2", "--environment=hydra"],
+                             env={k: v for k, v in os.environ.items() if not k.startswith("PMI_")})
+    said = "cluster environment 'hydra' (Options::cluster_environment) detected nothing"
+    if code != 0 or out.count("ddp checks passed on 2 ranks") != 1 or err.count(said) != 1:
+        report("hydra-absent", f"exit {code}, output {out!r}, stderr {err[-2000:]!r}")
 
 
 def port_is_free(port):

@@ -122,6 +122,7 @@
 #include <numeric>
 #include <random>
 #include <set>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -157,6 +158,7 @@ struct Arguments {
   std::string collective;
   std::string path;
   std::string disagree;
+  std::string environment;
 };
 
 // --blocks: six layers in three blocks of two (block0.layer0, ...), as a
@@ -205,6 +207,7 @@ Arguments parse_arguments(int argc, char** argv) {
     if (name == "--collective") arguments.collective = value;
     if (name == "--path") arguments.path = value;
     if (name == "--disagree") arguments.disagree = value;
+    if (name == "--environment") arguments.environment = value;
   }
   return arguments;
 }
@@ -591,8 +594,35 @@ void check_accumulation(fabric::Fabric& fabric) {
   check(torch::allclose(every, scoped, 1e-6, 1e-7), "accumulating under no_backward_sync changed the result");
 }
 
+// A cluster environment a program brings itself, as one written for MPICH's
+// Hydra launcher (mpiexec.hydra) would be: its ranks from PMI_RANK and
+// PMI_SIZE, the rendezvous address from the job script's MASTER_ADDR/PORT.
+struct HydraEnvironment : fabric::ClusterEnvironment {
+  std::string name() const override { return "hydra"; }
+  std::optional<fabric::ClusterPlacement> detect() const override {
+    const char* rank = std::getenv("PMI_RANK");
+    const char* size = std::getenv("PMI_SIZE");
+    if (rank == nullptr || size == nullptr) return std::nullopt;
+    const auto number = [](const char* name, int otherwise) {
+      const char* value = std::getenv(name);
+      return value != nullptr && *value != '\0' ? std::stoi(value) : otherwise;
+    };
+    fabric::ClusterPlacement placement;
+    placement.global_rank = std::stoi(rank);
+    placement.world_size = std::stoi(size);
+    placement.local_rank = number("MPI_LOCALRANKID", placement.global_rank);
+    placement.local_world_size = number("MPI_LOCALNRANKS", placement.world_size);
+    placement.node_rank = placement.global_rank / placement.local_world_size;
+    if (const char* address = std::getenv("MASTER_ADDR")) placement.main_address = address;
+    placement.main_port = number("MASTER_PORT", 29500);
+    return placement;
+  }
+};
+
 int run_ddp_checks(const Arguments& arguments) {
-  fabric::Fabric fabric(fabric::Options().accelerator("cpu").devices(arguments.devices));
+  fabric::Options options = fabric::Options().accelerator("cpu").devices(arguments.devices);
+  if (arguments.environment == "hydra") options.cluster_environment(std::make_shared<HydraEnvironment>());
+  fabric::Fabric fabric(options);
   fabric.launch();
   this_rank = fabric.global_rank();
   check(fabric.world_size() == arguments.devices, "world size");

@@ -212,7 +212,9 @@ inline std::ofstream open_rank_zero_ofstream(bool global_zero, const std::string
 // SLURM_PROCID; Open MPI: OMPI_COMM_WORLD_RANK, read as the Fabric reads
 // them); without them (one process; or the process that fabric.launch()
 // turns into rank 0, before and after launch) NODE_RANK/GROUP_RANK 0 or
-// unset means rank 0. Other ranks get a stream on /dev/null.
+// unset means rank 0. Other ranks get a stream on /dev/null. A cluster
+// environment of the program's own (Options::cluster_environment) is not
+// known here: under one, use Fabric::rank_zero_ofstream.
 std::ofstream rank_zero_ofstream(const std::string& path, std::ios::openmode mode = std::ios::out);
 
 // While alive, backward() accumulates the model's gradients locally instead

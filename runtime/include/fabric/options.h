@@ -3,6 +3,7 @@
 // std::invalid_argument with the valid values and the nearest match.
 #pragma once
 
+#include <fabric/cluster_environment.h>
 #include <fabric/loggers.h>
 
 #include <chrono>
@@ -129,6 +130,17 @@ class Options {
     return *this;
   }
 
+  // Where a process started by a scheduler or launcher that Fabric does not
+  // know (PBS, LSF, MPICH's Hydra) reads its place in the job: see
+  // fabric/cluster_environment.h. Tried before the ones Fabric knows
+  // (torchrun, SLURM, Open MPI); when it detects nothing, Fabric says so on
+  // standard error and goes on as without it (those, else its own launcher).
+  // nullptr removes it.
+  Options& cluster_environment(std::shared_ptr<ClusterEnvironment> value) {
+    cluster_environment_ = std::move(value);
+    return *this;
+  }
+
   // Applies Lightning's CLI variables when they are set: LT_ACCELERATOR,
   // LT_DEVICES, LT_STRATEGY, LT_PRECISION, LT_NUM_NODES. They override what
   // the code chose. The Fabric constructor calls this.
@@ -148,6 +160,7 @@ class Options {
   int64_t fsdp_min_num_params() const noexcept { return fsdp_min_num_params_; }
   const std::string& fsdp_state_dict_type() const noexcept { return fsdp_state_dict_type_; }
   const std::vector<std::shared_ptr<Logger>>& loggers() const noexcept { return loggers_; }
+  const std::shared_ptr<ClusterEnvironment>& cluster_environment() const noexcept { return cluster_environment_; }
 
  private:
   std::string accelerator_ = "auto";
@@ -161,6 +174,7 @@ class Options {
   int64_t fsdp_min_num_params_ = 1000000;
   std::string fsdp_state_dict_type_ = "sharded";
   std::vector<std::shared_ptr<Logger>> loggers_;
+  std::shared_ptr<ClusterEnvironment> cluster_environment_;
   GradScalerOptions grad_scaler_;
 };
 

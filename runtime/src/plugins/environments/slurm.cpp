@@ -30,27 +30,37 @@ std::string first_slurm_host(const std::string& nodelist) {
 
 }  // namespace
 
-std::optional<ProcessPlacement> slurm_placement() {
-  if (!(integer_variable("SLURM_NTASKS").value_or(1) > 1 && integer_variable("SLURM_PROCID") &&
-        string_variable("SLURM_JOB_NAME") != "bash" && string_variable("SLURM_JOB_NAME") != "interactive")) {
-    return std::nullopt;
+namespace {
+
+class SlurmEnvironment : public ClusterEnvironment {
+ public:
+  std::string name() const override { return "slurm"; }
+
+  std::optional<ClusterPlacement> detect() const override {
+    if (!(integer_variable("SLURM_NTASKS").value_or(1) > 1 && integer_variable("SLURM_PROCID") &&
+          string_variable("SLURM_JOB_NAME") != "bash" && string_variable("SLURM_JOB_NAME") != "interactive")) {
+      return std::nullopt;
+    }
+    ClusterPlacement placement;
+    // As Lightning: srun started every rank; an interactive allocation did not.
+    placement.global_rank = static_cast<int>(*integer_variable("SLURM_PROCID"));
+    placement.world_size = static_cast<int>(*integer_variable("SLURM_NTASKS"));
+    placement.local_rank = static_cast<int>(integer_variable("SLURM_LOCALID").value_or(0));
+    placement.node_rank = static_cast<int>(integer_variable("SLURM_NODEID").value_or(0));
+    const long nodes = std::max(1L, integer_variable("SLURM_NNODES").value_or(1));
+    placement.local_world_size =
+        static_cast<int>(integer_variable("SLURM_NTASKS_PER_NODE").value_or(placement.world_size / nodes));
+    placement.main_address = string_variable("MASTER_ADDR", first_slurm_host(string_variable("SLURM_NODELIST")));
+    const std::string job = string_variable("SLURM_JOB_ID", "0");
+    const int default_port = 10000 + std::atoi(job.substr(job.size() > 4 ? job.size() - 4 : 0).c_str());
+    placement.main_port = static_cast<int>(integer_variable("MASTER_PORT").value_or(default_port));
+    return placement;
   }
-  ProcessPlacement placement;
-  // As Lightning: srun started every rank; an interactive allocation did not.
-  placement.global_rank = static_cast<int>(*integer_variable("SLURM_PROCID"));
-  placement.world_size = static_cast<int>(*integer_variable("SLURM_NTASKS"));
-  placement.local_rank = static_cast<int>(integer_variable("SLURM_LOCALID").value_or(0));
-  placement.node_rank = static_cast<int>(integer_variable("SLURM_NODEID").value_or(0));
-  const long nodes = std::max(1L, integer_variable("SLURM_NNODES").value_or(1));
-  placement.local_world_size =
-      static_cast<int>(integer_variable("SLURM_NTASKS_PER_NODE").value_or(placement.world_size / nodes));
-  placement.master_addr = string_variable("MASTER_ADDR", first_slurm_host(string_variable("SLURM_NODELIST")));
-  const std::string job = string_variable("SLURM_JOB_ID", "0");
-  const int default_port = 10000 + std::atoi(job.substr(job.size() > 4 ? job.size() - 4 : 0).c_str());
-  placement.master_port = static_cast<int>(integer_variable("MASTER_PORT").value_or(default_port));
-  placement.launcher = "slurm";
-  return placement;
-}
+};
+
+}  // namespace
+
+std::shared_ptr<const ClusterEnvironment> slurm_environment() { return std::make_shared<SlurmEnvironment>(); }
 
 }  // namespace detail
 }  // namespace fabric
