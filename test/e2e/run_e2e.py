@@ -34,6 +34,9 @@ the migrated project is configured at the project's place under it.
     ACC_ATOL (accuracies)
     (metrics keep their meaning: a sum over this rank's shard divided by the
     data set's size would be half the 1-process value).
+  * with --also-strategy S (fsdp): the 2-process run again under
+    LT_STRATEGY=S, as a user switches a migrated program, with the same
+    checks (unless the manifest says S refuses the program, below).
 A manifest (--manifest, JSON: {program: {...}}) states per program what the
 migration must report and how 2 processes end:
   "findings": rule ids fabricize must report (no other finding may appear),
@@ -46,6 +49,10 @@ migration must report and how 2 processes end:
       training loop at different steps; the job must then end within
       DIVERGE_LIMIT_S seconds with the runtime's message naming the ranks
       (no abort text),
+  "fails_under": {strategy: regex}: under --also-strategy that strategy
+      must end the program with a message matching the regex: a limit of the
+      strategy, which the entry's "why" explains (fsdp refuses a trained set
+      that changes after setup: LoRA's phases),
   "args": program arguments, "loss_word": the word before the falling value,
   "compare": false to skip the metric comparison (with a "why").
 Exit 77 (ctest's skip code) with a loud message when an input is missing.
@@ -470,6 +477,63 @@ def compare_metrics(name, one_lines, one_steps, two_lines, two_steps, loss_word=
     return worst
 
 
+def check_two_ranks(args, name, label, two, two_dir, expected, got, one_steps, saved, loss_word, expect):
+    """The checks of a 2-rank run that trains in sync (`label` names its
+    strategy when it is not the default): it finished, rank 0 alone printed,
+    the loss fell, the metrics kept their meaning, the same files were
+    written and rank 0 alone wrote the logs. Returns the loss curve and the
+    largest metric difference from 1 process (None when not compared)."""
+    if two.returncode != 0:
+        fail(f"{name}: the migrated program on 2 processes{label} exited {two.returncode}")
+    if args.sync_check:
+        steps, ranks = sync_steps(two.stderr, name, "2 processes" + label)
+        if steps == 0 or ranks != 2:
+            fail(f"{name}:{label} the sync check compared {steps} steps on {ranks} ranks: nothing was trained in sync")
+    lines = two.stdout.strip().splitlines()
+    if not lines:
+        fail(f"{name}: 2 processes{label} printed nothing")
+    duplicated = sorted({line for line in lines if lines.count(line) > 1})
+    if duplicated:
+        fail(f"{name}:{label} lines printed more than once (every rank printing?): {duplicated}")
+    shapes = [shape_and_numbers(line)[0] for line in lines]
+    unknown = [s for s in shapes if s not in {shape_and_numbers(e)[0] for e in expected}]
+    if unknown:
+        fail(f"{name}: 2 processes{label} printed lines the original never prints: {unknown}")
+    curve = losses(lines, loss_word)
+    if len(losses(expected, loss_word)) >= 2 and len(curve) < 2:
+        fail(f"{name}: 2 processes{label} printed {len(curve)} loss values: too few to tell whether the loss "
+             f"falls (give the program more epochs with --args)")
+    if len(curve) >= 2 and not curve[-1] < curve[0]:
+        fail(f"{name}: the loss did not fall on 2 processes{label}: {curve}")
+    metric_diff = None
+    if args.sync_check and expect.get("compare", True):
+        metric_diff = compare_metrics(name + label, got, one_steps, lines, steps, loss_word)
+    if sorted(os.listdir(two_dir)) != saved:
+        fail(f"{name}: 2 processes{label} wrote {sorted(os.listdir(two_dir))}, expected {saved}")
+    leftovers = [f for f in os.listdir(two_dir) if "tmp" in f]
+    if leftovers:
+        fail(f"{name}: temporary files left behind: {leftovers}")
+    # Logs: rank 0 alone writes them, so one header and whole rows only, and
+    # no more rows than the original (per-step logs: about half of them, as
+    # each rank trains on half the data; per-epoch logs: as many).
+    for log in [f for f in saved if f.endswith(".csv")]:
+        with open(os.path.join(os.path.dirname(two_dir), "original", log)) as f:
+            whole = f.read().splitlines()
+        with open(os.path.join(two_dir, log)) as f:
+            shared = f.read().splitlines()
+        if not whole or not shared or shared[0] != whole[0] or shared.count(whole[0]) != 1:
+            fail(f"{name}: {log} on 2 processes{label} does not start with the one header {whole[:1]}: {shared[:3]}")
+        columns = whole[0].count(",")
+        torn = [row for row in shared if row.count(",") != columns]
+        if torn:
+            fail(f"{name}: {log} on 2 processes{label} has rows from several writers: {torn[:3]}")
+        rows, original_rows = len(shared) - 1, len(whole) - 1
+        if not (original_rows + 1) // 2 - 3 <= rows <= original_rows:
+            fail(f"{name}: {log} on 2 processes{label} has {rows} rows, the original {original_rows}: rank 0 alone "
+                 f"writes between half of them and all")
+    return curve, metric_diff
+
+
 def run_program(args):
     with open(os.path.join(args.work, "programs.json")) as f:
         programs = json.load(f)
@@ -553,58 +617,32 @@ def run_program(args):
         two, t_two = execute(binaries["fabric"], os.path.join(runs, "two"),
                              {**cpu, "LT_DEVICES": "2", "LT_STRATEGY": "ddp_find_unused_parameters_true"},
                              args.timeout, argv)
-    if two.returncode != 0:
-        fail(f"{name}: the migrated program on 2 processes exited {two.returncode}")
-    if args.sync_check:
-        steps, ranks = sync_steps(two.stderr, name, "2 processes")
-        if steps == 0 or ranks != 2:
-            fail(f"{name}: the sync check compared {steps} steps on {ranks} ranks: nothing was trained in sync")
-    lines = two.stdout.strip().splitlines()
-    if not lines:
-        fail(f"{name}: 2 processes printed nothing")
-    duplicated = sorted({line for line in lines if lines.count(line) > 1})
-    if duplicated:
-        fail(f"{name}: lines printed more than once (every rank printing?): {duplicated}")
-    shapes = [shape_and_numbers(line)[0] for line in lines]
-    unknown = [s for s in shapes if s not in {shape_and_numbers(e)[0] for e in expected}]
-    if unknown:
-        fail(f"{name}: 2 processes printed lines the original never prints: {unknown}")
-    curve = losses(lines, loss_word)
-    if len(losses(expected, loss_word)) >= 2 and len(curve) < 2:
-        fail(f"{name}: 2 processes printed {len(curve)} loss values: too few to tell whether the loss "
-             f"falls (give the program more epochs with --args)")
-    if len(curve) >= 2 and not curve[-1] < curve[0]:
-        fail(f"{name}: the loss did not fall on 2 processes: {curve}")
-    metric_diff = None
-    if args.sync_check and expect.get("compare", True):
-        metric_diff = compare_metrics(name, got, one_steps, lines, steps, loss_word)
-    if sorted(os.listdir(os.path.join(runs, "two"))) != saved:
-        fail(f"{name}: 2 processes wrote {sorted(os.listdir(os.path.join(runs, 'two')))}, expected {saved}")
-    leftovers = [f for f in os.listdir(os.path.join(runs, "two")) if "tmp" in f]
-    if leftovers:
-        fail(f"{name}: temporary files left behind: {leftovers}")
-    # Logs: rank 0 alone writes them, so one header and whole rows only, and
-    # no more rows than the original (per-step logs: about half of them, as
-    # each rank trains on half the data; per-epoch logs: as many).
-    for log in [f for f in saved if f.endswith(".csv")]:
-        with open(os.path.join(runs, "original", log)) as f:
-            whole = f.read().splitlines()
-        with open(os.path.join(runs, "two", log)) as f:
-            shared = f.read().splitlines()
-        if not whole or not shared or shared[0] != whole[0] or shared.count(whole[0]) != 1:
-            fail(f"{name}: {log} on 2 processes does not start with the one header {whole[:1]}: {shared[:3]}")
-        columns = whole[0].count(",")
-        torn = [row for row in shared if row.count(",") != columns]
-        if torn:
-            fail(f"{name}: {log} on 2 processes has rows from several writers: {torn[:3]}")
-        rows, original_rows = len(shared) - 1, len(whole) - 1
-        if not (original_rows + 1) // 2 - 3 <= rows <= original_rows:
-            fail(f"{name}: {log} on 2 processes has {rows} rows, the original {original_rows}: rank 0 alone "
-                 f"writes between half of them and all")
-
+    curve, metric_diff = check_two_ranks(args, name, "", two, os.path.join(runs, "two"), expected, got, one_steps,
+                                         saved, loss_word, expect)
+    # The same program under other strategies, switched the way a user
+    # switches a migrated program (LT_STRATEGY, no source change): the same
+    # checks. The manifest names the strategies that must end a program
+    # (with the message it gives) instead: their limits, kept in view.
+    also = []
+    for strategy in args.also_strategy:
+        refused = expect.get("fails_under", {}).get(strategy)
+        run_dir = os.path.join(runs, "two-" + strategy)
+        other, t_other = execute(binaries["fabric"], run_dir,
+                                 {**cpu, "LT_DEVICES": "2", "LT_STRATEGY": strategy}, args.timeout, argv)
+        if refused:
+            if other.returncode == 0 or not re.search(refused, other.stderr):
+                fail(f"{name}: under LT_STRATEGY={strategy} the manifest expects a failure matching {refused!r}; "
+                     f"exit {other.returncode}:\n{other.stderr[-2000:]}")
+            also.append(f"{strategy} ended it as the manifest expects")
+            continue
+        other_curve, other_diff = check_two_ranks(args, name, f" (LT_STRATEGY={strategy})", other, run_dir, expected,
+                                                  got, one_steps, saved, loss_word, expect)
+        within = f", metrics within {other_diff:.1%}" if other_diff is not None else ""
+        also.append(f"{strategy} {t_other:.1f} s, losses {other_curve[:1]} -> {other_curve[-1:]}{within}")
     metrics = f", metrics within {metric_diff:.1%} of 1 process" if metric_diff is not None else ""
+    also_text = "".join(f"; 2 processes under {line}" for line in also)
     print(f"E2E OK {name}: original {t_orig:.1f} s, 1 process {t_one:.1f} s (max rel diff {worst:.2e}), "
-          f"2 processes {t_two:.1f} s, losses {curve[:1]} -> {curve[-1:]}{metrics}", flush=True)
+          f"2 processes {t_two:.1f} s, losses {curve[:1]} -> {curve[-1:]}{metrics}{also_text}", flush=True)
 
 
 def main():
@@ -623,6 +661,8 @@ def main():
     r.add_argument("--args", nargs="*", default=[], help="arguments for every run of the program")
     r.add_argument("--loss-word", default="loss", help="the word before the value that must fall")
     r.add_argument("--manifest", help="JSON: what each program's migration reports and how 2 ranks end")
+    r.add_argument("--also-strategy", action="append", default=[],
+                   help="run the 2-rank job again with LT_STRATEGY set to this (in-sync programs), same checks")
     r.add_argument("--sync-check", action="store_true",
                    help="FABRIC_CHECK_SYNC=1: ranks in sync after every step; metrics as with 1 process")
     args = parser.parse_args()
