@@ -594,6 +594,52 @@ void check_accumulation(fabric::Fabric& fabric) {
   check(torch::allclose(every, scoped, 1e-6, 1e-7), "accumulating under no_backward_sync changed the result");
 }
 
+// Reading gradients by hand under a sharded strategy (a norm for a log):
+// a rank holds only its share, so the read fails where it lacks a
+// parameter's, and the runtime says why first (the test checks its line);
+// the total norm from fabric.clip_gradients equals the whole gradient's.
+int run_gradient_read(const Arguments& arguments) {
+  fabric::Fabric fabric(fabric::Options().accelerator("cpu").devices(arguments.devices).strategy(arguments.strategy));
+  fabric.launch();
+  this_rank = fabric.global_rank();
+  torch::manual_seed(0);
+  Net model;
+  torch::optim::SGD optimizer(model->parameters(), 0.1);
+  const torch::Tensor input = torch::randn({16, 8});  // the same on every rank: the average is its gradient
+  const auto loss_of = [&] { return model->forward(input).pow(2).mean(); };
+  loss_of().backward();
+  double whole = 0;
+  for (const auto& parameter : model->parameters()) whole += parameter.grad().pow(2).sum().item<double>();
+  whole = std::sqrt(whole);
+  optimizer.zero_grad();
+
+  fabric.setup(model, optimizer);
+  optimizer.zero_grad();
+  fabric.backward(loss_of());
+  bool failed = false;
+  try {
+    double norm = 0;
+    for (const auto& parameter : model->parameters()) norm += parameter.grad().pow(2).sum().item<double>();
+  } catch (const c10::Error&) {
+    failed = true;
+  }
+  // zero2: every rank lacks some parameter's gradient; fsdp: a rank whose
+  // chunk touches every parameter holds a piece of each (and would sum its
+  // part: docs/runtime.md), the others lack some.
+  const int64_t ranks_failed = fabric.all_reduce(int64_t{failed ? 1 : 0}, fabric::ReduceOp::Sum);
+  const int64_t expected_failures = arguments.strategy == "zero2" ? fabric.world_size() : 1;
+  check(ranks_failed >= expected_failures, std::to_string(ranks_failed) + " ranks failed to read every .grad() under '" +
+                                               arguments.strategy + "'");
+  const double total =
+      fabric.clip_gradients(model, optimizer, c10::nullopt, 1e9).item<double>();
+  check(std::abs(total - whole) <= 1e-5 * whole,
+        "clip_gradients' total norm " + std::to_string(total) + " is not the whole gradient's " +
+            std::to_string(whole));
+  fabric.step(optimizer);
+  fabric.print("gradient read checks passed on", fabric.world_size(), "ranks");
+  return 0;
+}
+
 // A cluster environment a program brings itself, as one written for MPICH's
 // Hydra launcher (mpiexec.hydra) would be: its ranks from PMI_RANK and
 // PMI_SIZE, the rendezvous address from the job script's MASTER_ADDR/PORT.
@@ -3044,6 +3090,7 @@ int main(int argc, char** argv) {
   if (arguments.scenario == "log") return run_logging(arguments);
   if (arguments.scenario == "scaler") return run_scaler_checks(arguments);
   if (arguments.scenario == "ddp") return run_ddp_checks(arguments);
+  if (arguments.scenario == "gradient_read") return run_gradient_read(arguments);
   if (arguments.scenario == "zero") return run_zero_checks(arguments);
   if (arguments.scenario == "fsdp_direct_step") return run_fsdp_direct_step(arguments);
   if (arguments.scenario == "fsdp_divergent_forward") return run_fsdp_divergent_forward(arguments);

@@ -361,6 +361,7 @@ class FsdpStrategy : public ShardedStrategy {
       if (!context_.group) reduce_buckets(*model, -1);
       finish_reduction(*model);
     }
+    hint_gradient_reads(models);
   }
 
   void module_loaded(const torch::nn::Module& module) override {

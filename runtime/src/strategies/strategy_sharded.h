@@ -24,6 +24,7 @@
 // moved.
 #pragma once
 
+#include "strategies/gradient_read_hint.h"
 #include "strategies/strategy.h"
 
 #include <functional>
@@ -46,7 +47,8 @@ std::unique_ptr<torch::optim::OptimizerParamState> new_parameter_state(const tor
 
 class ShardedStrategy : public Strategy {
  public:
-  ShardedStrategy(const StrategyContext& context, int stage) : Strategy(context), stage_(stage) {
+  ShardedStrategy(const StrategyContext& context, int stage)
+      : Strategy(context), stage_(stage), gradient_read_hint_(context.strategy) {
     if (stage_ == 1) all_reduce_ = std::make_unique<DdpStrategy>(context);
   }
 
@@ -91,6 +93,7 @@ class ShardedStrategy : public Strategy {
   bool shards_gradients() const override { return stage_ >= 2 && context_.group; }
 
   void before_backward(const std::vector<ReachedModel>& models, const at::Tensor& loss) override {
+    gradient_read_hint_.disarm();
     if (stage_ == 1) {
       all_reduce_->before_backward(models, loss);
       return;
@@ -124,6 +127,7 @@ class ShardedStrategy : public Strategy {
       Model* model = find(reached.module);
       if (model != nullptr) reduce_to_owners(*model);
     }
+    hint_gradient_reads(models);
   }
 
   bool agree_any(bool value) override {
@@ -137,6 +141,7 @@ class ShardedStrategy : public Strategy {
   }
 
   at::Tensor step(torch::optim::Optimizer& optimizer, const torch::optim::Optimizer::LossClosure& closure) override {
+    gradient_read_hint_.disarm();
     check_in_sync("fabric.step()");
     // The closure (which calls fabric.backward) runs first, as the
     // optimizers' own step(closure) would, so that the gradients it
@@ -258,6 +263,18 @@ class ShardedStrategy : public Strategy {
   }
 
  protected:
+  // After a synchronized backward's reduction: the gradients are shares
+  // until the step or the next backward (gradient_read_hint.h).
+  void hint_gradient_reads(const std::vector<ReachedModel>& models) {
+    if (!shards_gradients()) return;
+    for (const auto& reached : models) {
+      if (reached.synchronized && find(reached.module) != nullptr) {
+        gradient_read_hint_.arm();
+        return;
+      }
+    }
+  }
+
   struct Parameter {
     at::Tensor tensor;
     std::string name;
@@ -476,6 +493,7 @@ class ShardedStrategy : public Strategy {
   const int stage_;
   std::unordered_map<const c10::TensorImpl*, int> unit_of_;
   std::unique_ptr<DdpStrategy> all_reduce_;  // zero1
+  GradientReadHint gradient_read_hint_;
   std::vector<Parameter> parameters_;
   std::unordered_map<const c10::TensorImpl*, size_t> index_;
   std::vector<Model> models_;
