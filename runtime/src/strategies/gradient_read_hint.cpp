@@ -3,12 +3,18 @@
 
 #include "utilities/messages.h"
 
+#include <ATen/record_function.h>
+
 #include <atomic>
 #include <mutex>
+#include <type_traits>
 
 namespace fabric {
 namespace detail {
 namespace {
+
+static_assert(std::is_same<at::CallbackHandle, uint64_t>::value && at::INVALID_CALLBACK_HANDLE == 0,
+              "GradientReadHint keeps the handle as uint64_t, 0 for none");
 
 std::mutex hint_mutex;
 std::string armed_strategy;  // guarded by hint_mutex
@@ -38,7 +44,7 @@ std::unique_ptr<at::ObserverContext> on_operator_start(const at::RecordFunction&
 }  // namespace
 
 void GradientReadHint::arm() {
-  if (handle_ != at::INVALID_CALLBACK_HANDLE || hint_said.load(std::memory_order_relaxed)) return;
+  if (handle_ != 0 || hint_said.load(std::memory_order_relaxed)) return;
   {
     std::lock_guard<std::mutex> lock(hint_mutex);
     armed_strategy = strategy_;
@@ -50,9 +56,9 @@ void GradientReadHint::arm() {
 }
 
 void GradientReadHint::disarm() {
-  if (handle_ == at::INVALID_CALLBACK_HANDLE) return;
+  if (handle_ == 0) return;
   at::removeCallback(handle_);
-  handle_ = at::INVALID_CALLBACK_HANDLE;
+  handle_ = 0;
   std::lock_guard<std::mutex> lock(hint_mutex);
   armed_strategy.clear();
 }

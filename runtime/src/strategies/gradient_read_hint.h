@@ -7,8 +7,7 @@
 // say why on standard error, once per process.
 #pragma once
 
-#include <ATen/record_function.h>
-
+#include <cstdint>
 #include <string>
 
 namespace fabric {
@@ -30,7 +29,10 @@ class GradientReadHint {
 
  private:
   std::string strategy_;
-  at::CallbackHandle handle_ = at::INVALID_CALLBACK_HANDLE;
+  // The RecordFunction callback's at::CallbackHandle (0: none). ATen's
+  // record_function.h stays out of this header: its .cpp is compiled with
+  // NDEBUG (as LibTorch was) and the headers that include this one are not.
+  uint64_t handle_ = 0;
 };
 
 }  // namespace detail

@@ -28,10 +28,6 @@ std::string first_slurm_host(const std::string& nodelist) {
   return entry.substr(0, open) + range.substr(0, range.find_first_of(",-]"));
 }
 
-}  // namespace
-
-namespace {
-
 class SlurmEnvironment : public ClusterEnvironment {
  public:
   std::string name() const override { return "slurm"; }
