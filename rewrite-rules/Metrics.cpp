@@ -1,5 +1,7 @@
 #include "Metrics.h"
 
+#include "Accumulators.h"
+#include "DataLoops.h"
 #include "Matchers.h"
 
 #include "clang/AST/ExprCXX.h"
@@ -21,47 +23,18 @@ bool isTensor(QualType type) {
 
 bool isLoop(const Stmt& s) { return isa<ForStmt>(s) || isa<WhileStmt>(s) || isa<DoStmt>(s) || isa<CXXForRangeStmt>(s); }
 
+const Stmt* bodyOf(const Stmt& loop) {
+  if (const auto* s = dyn_cast<ForStmt>(&loop)) return s->getBody();
+  if (const auto* s = dyn_cast<WhileStmt>(&loop)) return s->getBody();
+  if (const auto* s = dyn_cast<DoStmt>(&loop)) return s->getBody();
+  if (const auto* s = dyn_cast<CXXForRangeStmt>(&loop)) return s->getBody();
+  return nullptr;
+}
+
 void walk(const Stmt* s, const std::function<void(const Stmt&)>& visit) {
   if (!s || isa<LambdaExpr>(s)) return;  // a lambda's body runs when it is called, not here
   visit(*s);
   for (const Stmt* child : s->children()) walk(child, visit);
-}
-
-const VarDecl* localVariable(const Expr* e) {
-  const auto* ref = dyn_cast_or_null<DeclRefExpr>(e ? e->IgnoreParenImpCasts() : nullptr);
-  const auto* var = ref ? dyn_cast<VarDecl>(ref->getDecl()) : nullptr;
-  return var && var->hasLocalStorage() && !isa<ParmVarDecl>(var) ? var : nullptr;
-}
-
-// `var` is declared in a block that runs `loop` once each time it runs (no
-// loop in between): a value started afresh for each pass of the loop.
-bool declaredForOnePass(const VarDecl& var, const CXXForRangeStmt& loop, ASTContext& context) {
-  const Stmt* block = nullptr;
-  for (const DynTypedNode& parent : context.getParents(var))
-    if (const auto* declaration = parent.get<DeclStmt>())
-      for (const DynTypedNode& grand : context.getParents(*declaration)) block = grand.get<CompoundStmt>();
-  if (!block) return false;
-  DynTypedNode current = DynTypedNode::create(loop);
-  for (int depth = 0; depth < 64; ++depth) {
-    DynTypedNodeList parents = context.getParents(current);
-    if (parents.empty()) return false;
-    const Stmt* parent = parents[0].get<Stmt>();
-    if (parent == block) return true;
-    if (!parent || isLoop(*parent)) return false;
-    current = parents[0];
-  }
-  return false;
-}
-
-bool readAfter(const VarDecl& var, const CXXForRangeStmt& loop, const Stmt& functionBody, ASTContext& context) {
-  const SourceManager& sm = context.getSourceManager();
-  SourceLocation loopEnd = sm.getExpansionLoc(loop.getEndLoc());
-  bool read = false;
-  walk(&functionBody, [&](const Stmt& s) {
-    if (read || !sm.isBeforeInTranslationUnit(loopEnd, sm.getExpansionLoc(s.getBeginLoc()))) return;
-    if (const auto* ref = dyn_cast<DeclRefExpr>(&s); ref && ref->getDecl() == &var) read = true;
-  });
-  return read;
 }
 
 // A class whose objects hold a per-rank tally worth reporting: not a tensor,
@@ -79,12 +52,11 @@ bool isTallyClass(QualType type) {
 
 }  // namespace
 
-std::vector<const VarDecl*> perRankObjectsOf(const CXXForRangeStmt& loop, const Stmt& functionBody,
-                                             ASTContext& context) {
+std::vector<const VarDecl*> perRankObjectsOf(const Stmt& loop, const Stmt& functionBody, ASTContext& context) {
   const SourceManager& sm = context.getSourceManager();
   SourceLocation loopBegin = sm.getExpansionLoc(loop.getBeginLoc());
   std::vector<const VarDecl*> objects;
-  walk(loop.getBody(), [&](const Stmt& s) {
+  walk(bodyOf(loop), [&](const Stmt& s) {
     const auto* call = dyn_cast<CXXMemberCallExpr>(&s);
     if (!call || !call->getMethodDecl() || call->getMethodDecl()->isConst()) return;
     const VarDecl* var = localVariable(call->getImplicitObjectArgument());
@@ -96,74 +68,6 @@ std::vector<const VarDecl*> perRankObjectsOf(const CXXForRangeStmt& loop, const 
   return objects;
 }
 
-bool isReduction(const Stmt& s, const VarDecl& var) {
-  const Expr *lhs = nullptr, *rhs = nullptr;
-  if (const auto* op = dyn_cast<BinaryOperator>(&s); op && op->getOpcode() == BO_Assign) {
-    lhs = op->getLHS();
-    rhs = op->getRHS();
-  } else if (const auto* call = dyn_cast<CXXOperatorCallExpr>(&s); call && call->getOperator() == OO_Equal) {
-    lhs = call->getArg(0);
-    rhs = call->getArg(1);
-  }
-  if (localVariable(lhs) != &var || !rhs) return false;
-  bool reduces = false;
-  walk(rhs, [&](const Stmt& inner) {
-    if (const auto* call = dyn_cast<CXXMemberCallExpr>(&inner))
-      if (const CXXMethodDecl* method = call->getMethodDecl())
-        reduces = reduces || (method->getName() == "all_reduce" &&
-                              method->getParent()->getQualifiedNameAsString() == "fabric::Fabric");
-  });
-  return reduces;
-}
-
-// The variables the loop's body accumulates into (`+=`, `-=`, `++`, `--`)
-// and never assigns outright, of arithmetic or tensor type, declared before
-// the loop in a block that runs the loop once (no loop in between), and read
-// after it. In declaration order.
-std::vector<const VarDecl*> accumulatorsOf(const CXXForRangeStmt& loop, const Stmt& functionBody, ASTContext& context) {
-  const SourceManager& sm = context.getSourceManager();
-  std::vector<const VarDecl*> accumulated;
-  std::set<const VarDecl*> assigned;
-  walk(loop.getBody(), [&](const Stmt& s) {
-    const VarDecl* target = nullptr;
-    if (const auto* op = dyn_cast<CompoundAssignOperator>(&s)) {
-      if (op->getOpcode() == BO_AddAssign || op->getOpcode() == BO_SubAssign)
-        target = localVariable(op->getLHS());
-      else if (const VarDecl* other = localVariable(op->getLHS()))
-        assigned.insert(other);
-    } else if (const auto* op = dyn_cast<UnaryOperator>(&s)) {
-      if (op->isIncrementDecrementOp()) target = localVariable(op->getSubExpr());
-    } else if (const auto* op = dyn_cast<CXXOperatorCallExpr>(&s)) {
-      OverloadedOperatorKind kind = op->getOperator();
-      if (kind == OO_PlusEqual || kind == OO_MinusEqual || kind == OO_PlusPlus || kind == OO_MinusMinus)
-        target = localVariable(op->getArg(0));
-      else if (kind == OO_Equal)
-        if (const VarDecl* other = localVariable(op->getArg(0))) assigned.insert(other);
-    } else if (const auto* op = dyn_cast<BinaryOperator>(&s); op && op->getOpcode() == BO_Assign) {
-      if (const VarDecl* other = localVariable(op->getLHS())) assigned.insert(other);
-    }
-    if (target && std::find(accumulated.begin(), accumulated.end(), target) == accumulated.end())
-      accumulated.push_back(target);
-  });
-  SourceLocation loopBegin = sm.getExpansionLoc(loop.getBeginLoc());
-  SourceLocation loopEnd = sm.getExpansionLoc(loop.getEndLoc());
-  std::vector<const VarDecl*> result;
-  for (const VarDecl* var : accumulated) {
-    QualType type = var->getType();
-    if (assigned.count(var) || !(type->isArithmeticType() || isTensor(type))) continue;
-    if (!sm.isBeforeInTranslationUnit(sm.getExpansionLoc(var->getLocation()), loopBegin)) continue;
-    if (!declaredForOnePass(*var, loop, context)) continue;
-    // Read after the loop, and not reduced there already.
-    bool reduced = false;
-    walk(&functionBody, [&](const Stmt& s) {
-      if (sm.isBeforeInTranslationUnit(loopEnd, sm.getExpansionLoc(s.getBeginLoc())) && isReduction(s, *var))
-        reduced = true;
-    });
-    if (readAfter(*var, loop, functionBody, context) && !reduced) result.push_back(var);
-  }
-  return result;
-}
-
 bool isReducedSum(const VarDecl& var, ASTContext& context) {
   const FunctionDecl* function = match::enclosingFunction(DynTypedNode::create(var), context);
   if (!function || !function->getBody()) return false;
@@ -171,11 +75,11 @@ bool isReducedSum(const VarDecl& var, ASTContext& context) {
   walk(function->getBody(), [&](const Stmt& s) {
     if (reduced) return;
     if (isReduction(s, var)) reduced = true;
-    if (const auto* loop = dyn_cast<CXXForRangeStmt>(&s)) {
-      using namespace ast_matchers;
-      if (ast_matchers::match(match::loaderLoop(), *loop, context).empty()) return;
-      for (const VarDecl* sum : accumulatorsOf(*loop, *function->getBody(), context)) reduced = reduced || sum == &var;
-    }
+    // A sum over a loop whose data the migration splits across ranks
+    // (a Fabric loader, a sharded index loop...): fabric-reduce-metric
+    // reduces it.
+    if (!isLoop(s) || !dataloops::isShardedPlan(dataloops::planFor(s, context))) return;
+    for (const VarDecl* sum : accumulatorsOf(s, *function->getBody(), context)) reduced = reduced || sum == &var;
   });
   return reduced;
 }

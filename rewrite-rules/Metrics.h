@@ -3,6 +3,8 @@
 // fabric-divergent-exit must not mistake for a value every rank shares.
 #pragma once
 
+#include "Accumulators.h"
+
 #include "clang/AST/ASTContext.h"
 #include "clang/AST/Decl.h"
 #include "clang/AST/StmtCXX.h"
@@ -11,23 +13,12 @@
 
 namespace fabricize::metrics {
 
-// The variables the loop's body accumulates into (`+=`, `-=`, `++`, `--`)
-// and never assigns outright, of arithmetic or tensor type, declared before
-// the loop in a block that runs the loop once (no loop in between), read
-// after the loop and not all-reduced there yet. In order of first use.
-std::vector<const clang::VarDecl*> accumulatorsOf(const clang::CXXForRangeStmt& loop, const clang::Stmt& functionBody,
-                                                  clang::ASTContext& context);
-
 // Objects of the program's own (a running-mean meter, a vector of losses)
 // the loop's body feeds through non-const member calls, declared before the
 // loop for one pass of it and read after it: each rank's holds its shard's
 // values only, and no edit can reduce what is inside them.
-std::vector<const clang::VarDecl*> perRankObjectsOf(const clang::CXXForRangeStmt& loop, const clang::Stmt& functionBody,
+std::vector<const clang::VarDecl*> perRankObjectsOf(const clang::Stmt& loop, const clang::Stmt& functionBody,
                                                     clang::ASTContext& context);
-
-// `var = <fabric>.all_reduce(var, ...)`: a value already made the same on
-// every rank (migrated code).
-bool isReduction(const clang::Stmt& statement, const clang::VarDecl& var);
 
 // `var` is all-reduced in its function: by hand, or by fabric-reduce-metric
 // (a sum of a loop over a loader).

@@ -22,8 +22,12 @@ struct FabricOptions {
 };
 
 enum class RuleKind {
-  Rewrite,    // every match carries edits
-  Diagnostic  // matches are reported, never edited: a person must decide
+  Rewrite,     // every match carries edits
+  Diagnostic,  // matches are reported, never edited: a person must decide
+  // Matches are facts for the migration report (one per training loop: where
+  // its data comes from), never findings, never edits, never in lint, the
+  // LSP server or clang-tidy.
+  Note,
 };
 
 struct Rule {

@@ -72,6 +72,7 @@ struct FunctionInfo {
   bool declared = false;      // any Parameter fact
   std::vector<size_t> calls;  // matches passing the Fabric to it
   bool wanted = false;        // a non-threading edit uses its Fabric
+  bool provided = false;      // a Provides fact: a project-wide condition that holds
 };
 
 }  // namespace
@@ -121,6 +122,9 @@ std::vector<Verdict> resolve(const std::vector<MatchNeeds>& matches, bool wholeP
         case Fact::Blocks:
           if (f.blocked.empty()) f.blocked = fact.reason;
           break;
+        case Fact::Provides:
+          f.provided = true;
+          break;
         case Fact::Optional:
         case Fact::Standalone:
           break;
@@ -133,7 +137,7 @@ std::vector<Verdict> resolve(const std::vector<MatchNeeds>& matches, bool wholeP
   std::map<std::string, std::string> whyNot;  // key -> reason, for those that cannot
   std::set<std::string> dead;  // those that do not run in this program: nothing calls them, or only dead code
   for (auto& [key, f] : functions) {
-    if (f.canDeclare) continue;
+    if (f.canDeclare || f.provided) continue;
     if (!f.blocked.empty())
       whyNot[key] = "`" + f.name + "` " + f.blocked;
     else if (!f.declared || !f.defined)
@@ -167,6 +171,8 @@ std::vector<Verdict> resolve(const std::vector<MatchNeeds>& matches, bool wholeP
       if (fact.kind == Fact::Argument)
         for (const Need& caller : match.needs) callees[caller.function].push_back(fact.function);
   std::set<std::string> threaded;
+  for (const auto& [key, f] : functions)
+    if (f.provided) threaded.insert(key);
   for (bool changed = true; changed;) {
     changed = false;
     for (auto& [key, f] : functions) {

@@ -48,6 +48,11 @@ struct Fact {
     Blocks,      // no edit: `function` cannot take a parameter (reason says why)
     Optional,    // no function: if the match cannot be applied, it is left without a finding
     Standalone,  // no function: the edit is right whether or not its function gets the Fabric
+    // No function: the match makes `function` (a pseudo key, not a
+    // function) true for the whole project, so matches elsewhere that need
+    // it apply (a loop in main.cpp over a loader class that
+    // fabric-shard-loader-class shards in dataloader.cpp).
+    Provides,
   };
   Kind kind = Parameter;
   std::string function;

@@ -1,4 +1,5 @@
-// Metrics keep their meaning. A loop over a Fabric loader sees this rank's
+// Metrics keep their meaning. A loop over a Fabric loader (or any loop whose
+// data the migration splits across ranks: DataLoops.h) sees this rank's
 // shard of the data, so what it sums per batch (`total_loss +=
 // loss.item<double>() * batch_size`, `correct += ...`, `++batches`) is this
 // rank's part. Where the sum is read after the loop (divided by the data
@@ -7,10 +8,12 @@
 // so every rank holds the whole data set's sum, as one process did.
 // Only sums started afresh for each pass of the loop are reduced; a running
 // total kept across passes (a global step count) is left alone.
+#include "DataLoops.h"
 #include "Edits.h"
 #include "Matchers.h"
 #include "Metrics.h"
 #include "RuleFactories.h"
+#include "Threading.h"
 
 #include "clang/AST/ASTContext.h"
 #include "clang/AST/ExprCXX.h"
@@ -29,10 +32,16 @@ using MatchResult = ast_matchers::MatchFinder::MatchResult;
 
 EditGenerator reduceAfterLoop() {
   return [](const MatchResult& result) -> llvm::Expected<llvm::SmallVector<Edit, 1>> {
-    const auto* loop = result.Nodes.getNodeAs<CXXForRangeStmt>("loop");
+    const auto* loop = result.Nodes.getNodeAs<Stmt>("loop");
     const auto* function = result.Nodes.getNodeAs<FunctionDecl>("function");
     std::vector<const VarDecl*> sums = metrics::accumulatorsOf(*loop, *function->getBody(), *result.Context);
     if (sums.empty()) return llvm::SmallVector<Edit, 1>();
+    // Over a loader class of the project's own: only if that class is
+    // sharded, which the file that defines it decides (Threading.h).
+    const dataloops::LoopPlan& plan = dataloops::planFor(*loop, *result.Context);
+    if (plan.kind == dataloops::LoopPlan::OwnLoader)
+      threading::recordNeed({dataloops::loaderClassKey(*plan.loaderClass), plan.loaderClass->getNameAsString(), "",
+                             /*uses=*/false});
     const SourceManager& sm = *result.SourceManager;
     std::string indent = edits::indentationAt(loop->getBeginLoc(), sm);
     std::string fabric = edits::fabricNameAt(result);
@@ -44,6 +53,9 @@ EditGenerator reduceAfterLoop() {
     Edit edit;
     SourceLocation end =
         Lexer::getLocForEndOfToken(sm.getExpansionLoc(loop->getEndLoc()), 0, sm, result.Context->getLangOpts());
+    // A body without braces ends before its `;`: after it.
+    bool invalid = false;
+    if (const char* at = sm.getCharacterData(end, &invalid); !invalid && *at == ';') end = end.getLocWithOffset(1);
     edit.Range = CharSourceRange::getCharRange(end, end);
     edit.Replacement = statements;
     return llvm::SmallVector<Edit, 1>{edit};
@@ -52,7 +64,7 @@ EditGenerator reduceAfterLoop() {
 
 Stencil explainSums() {
   return run([](const MatchResult& result) -> llvm::Expected<std::string> {
-    const auto* loop = result.Nodes.getNodeAs<CXXForRangeStmt>("loop");
+    const auto* loop = result.Nodes.getNodeAs<Stmt>("loop");
     const auto* function = result.Nodes.getNodeAs<FunctionDecl>("function");
     std::string names;
     for (const VarDecl* var : metrics::accumulatorsOf(*loop, *function->getBody(), *result.Context))
@@ -64,17 +76,29 @@ Stencil explainSums() {
 
 }  // namespace
 
+namespace {
+
+// A loop whose data the migration splits across ranks.
+AST_MATCHER(Stmt, shardedDataLoop) {
+  const dataloops::LoopPlan& plan = dataloops::planFor(Node, Finder->getASTContext());
+  if (plan.kind == dataloops::LoopPlan::FabricLoader) return isa<CXXForRangeStmt>(Node);
+  return plan.kind == dataloops::LoopPlan::IndexRange || plan.kind == dataloops::LoopPlan::Elements ||
+         plan.kind == dataloops::LoopPlan::OwnLoader;
+}
+
+}  // namespace
+
 Rule makeReduceMetricRule() {
-  auto loaderLoop = cxxForRangeStmt(hasRangeInit(ignoringParenImpCasts(expr(hasType(loaderType())))),
-                                    hasAncestor(functionDecl(hasBody(compoundStmt())).bind("function")));
+  auto shardedLoop =
+      stmt(anyLoop(), shardedDataLoop(), hasAncestor(functionDecl(hasBody(compoundStmt())).bind("function")));
   return {"fabric-reduce-metric", "+",
-          "Sums a loop over a Fabric loader accumulates per batch and reads after the loop (a total "
-          "loss, a count of correct predictions, a sample count) are all-reduced right after the "
-          "loop, so metrics divided by the data set's size keep their meaning on several ranks.",
+          "Sums a loop over a Fabric loader (or any loop whose data the migration splits across ranks) "
+          "accumulates per batch and reads after the loop (a total loss, a count of correct predictions, a "
+          "sample count) are all-reduced right after the loop, so metrics divided by the data set's size keep "
+          "their meaning on several ranks.",
           RuleKind::Rewrite,
           applyFirst<std::string>({
-              makeRule(cxxForRangeStmt(loaderLoop, hasParent(compoundStmt())).bind("loop"), reduceAfterLoop(),
-                       explainSums()),
+              makeRule(stmt(shardedLoop, hasParent(compoundStmt())).bind("loop"), reduceAfterLoop(), explainSums()),
           })};
 }
 

@@ -380,7 +380,7 @@ size_t recordMatch(const Rule& rule, size_t ruleIndex, Session& session, const M
   std::vector<FileID> includes = std::move(recorded->includeFiles);
   Recorded record;
   static_cast<RecordedMatch&>(record) = std::move(*recorded);
-  record.hidden = record.factOnly;
+  record.hidden = record.factOnly || record.note;
   size_t index = session.add(*result.SourceManager, std::move(record));
   for (FileID file : includes) session.requestInclude(*result.SourceManager, file, index);
   return index;

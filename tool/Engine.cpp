@@ -44,6 +44,7 @@ struct PendingMatch {
   std::vector<std::string> includeFiles;  // files a rule wants <fabric/fabric.h> in
   threading::MatchNeeds needs;
   bool factOnly = false;  // a Fact for the threading analysis, nothing to show
+  bool note = false;      // a Note rule's: for the report only
 };
 
 // One callback per rule: records each match (MatchRecording.h) with the
@@ -85,6 +86,7 @@ class RuleCallback : public MatchFinder::MatchCallback {
     for (FileID file : recorded->includeFiles) pending.includeFiles.push_back(fileResult(sm, mainFileOf(sm, file)));
     pending.needs = std::move(recorded->needs);
     pending.factOnly = recorded->factOnly;
+    pending.note = recorded->note;
     pending_.push_back(std::move(pending));
   }
 
@@ -144,6 +146,11 @@ void finishMatches(std::vector<PendingMatch> pending, EngineResult& out, bool wh
   for (size_t i = 0; i < unique.size(); ++i) {
     PendingMatch& p = unique[i];
     if (p.factOnly) continue;
+    if (p.note) {
+      if (verdicts[i].applied)
+        out.notes.push_back({p.match.ruleId, p.match.file, p.match.line, p.match.column, p.match.explanation});
+      continue;
+    }
     RuleMatch& match = p.match;
     if (!verdicts[i].applied) {
       if (!verdicts[i].report) continue;

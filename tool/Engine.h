@@ -43,6 +43,15 @@ struct RuleMatch {
   bool notMigrated = false;
 };
 
+// A Note rule's match (RuleKind::Note): a fact the migration report shows,
+// such as where a training loop's data comes from. Never a finding.
+struct Note {
+  std::string ruleId;
+  std::string file;
+  unsigned line = 0, column = 0;
+  std::string text;
+};
+
 struct FileResult {
   std::string original;         // the file's text as parsed
   std::vector<TextEdit> edits;  // unmerged, as the rules produced them
@@ -53,6 +62,7 @@ struct EngineResult {
   std::map<std::string, FileResult> files;  // absolute path -> edits
   std::vector<Finding> findings;            // report-only matches, macro skips, internal errors
   std::vector<RuleMatch> matches;           // every match, each once even when seen from several TUs
+  std::vector<Note> notes;                  // Note rules' matches, each once
   std::vector<std::string> failedSources;   // did not parse: nothing may be written
   std::set<std::string> projectFiles;       // every file under the root a TU read (sources, headers)
   bool cancelled = false;                   // stopped by EngineOptions::cancelled: nothing else is complete

@@ -76,7 +76,10 @@ bool mayMatchAnyRule(const std::string& text) {
                                                  "DeviceType",
                                                  "is_available",
                                                  "Fabric",
-                                                 "fabric"};
+                                                 "fabric",
+                                                 "shuffle",
+                                                 "randperm",
+                                                 "iota"};
   for (size_t i = 0; i < text.size();) {
     unsigned char c = text[i];
     if (!(std::isalpha(c) || c == '_')) {

@@ -50,6 +50,7 @@ std::optional<RecordedMatch> recordMatch(const Rule& rule, size_t ruleIndex,
   }
   match.explanation = explanation;
   match.factOnly = scope.factsOnly;
+  match.note = rule.kind == RuleKind::Note;
   for (const transformer::Edit& edit : *edits) {
     if (const auto* fact = llvm::any_cast<threading::Fact>(&edit.Metadata)) {
       // Code that reaches no LibTorch gets no runtime of its own.
@@ -64,12 +65,12 @@ std::optional<RecordedMatch> recordMatch(const Rule& rule, size_t ruleIndex,
     if (!begin.isFileID() || !editable(begin)) continue;
     auto [file, offset] = sm.getDecomposedLoc(begin);
     if (edit.Kind == transformer::EditKind::AddInclude) {
-      // Diagnostic rules never carry a fix.
-      if (rule.kind != RuleKind::Diagnostic) match.includeFiles.push_back(file);
+      // Diagnostic and note rules never carry a fix.
+      if (rule.kind == RuleKind::Rewrite) match.includeFiles.push_back(file);
       continue;
     }
     unsigned end = sm.getDecomposedLoc(edit.Range.getEnd()).second;
-    if ((end == offset && edit.Replacement.empty()) || rule.kind == RuleKind::Diagnostic) {
+    if ((end == offset && edit.Replacement.empty()) || rule.kind != RuleKind::Rewrite) {
       // A no-op edit marks what a person must look at: the finding goes there.
       match.reportOnly = true;
       match.where = begin;

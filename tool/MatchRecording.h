@@ -31,6 +31,7 @@ struct RecordedMatch {
   std::vector<clang::FileID> includeFiles;  // files a rule wants <fabric/fabric.h> in
   threading::MatchNeeds needs;              // whose Fabric the edits need (Threading.h)
   bool reportOnly = false;                  // a finding for a person: a no-op edit, a diagnostic rule
+  bool note = false;                        // a Note rule's: for the migration report only
   bool factOnly = false;                    // a fact for the threading analysis, nothing to show
   // Not migrated before the threading analysis (inside a macro expansion,
   // a rule's internal error): `explanation` says so; nothing else is set.

@@ -222,6 +222,13 @@ bool writeReports(const MigrateOptions& options, const MigrationInputs& in, cons
         plan.entries.push_back({ReportEntry::Automatic, e.ruleId, inRoot(path), e.line, e.explanation});
   for (const Finding& f : outcome.findings)
     plan.entries.push_back({findingKind(f.ruleId, f.message), f.ruleId, inRoot(f.file), f.line, f.message, f.error});
+  std::vector<std::string> shardedLoaderClasses;
+  for (const RuleMatch& m : result.matches)
+    if (m.ruleId == "fabric-shard-loader-class" && !m.notMigrated)
+      if (std::string name = loaderClassNamed(m.explanation); !name.empty()) shardedLoaderClasses.push_back(name);
+  for (const Note& note : result.notes)
+    if (note.ruleId == "fabric-data-loop")
+      plan.dataLoops.push_back(dataLoopOf(inRoot(note.file), note.line, note.text, shardedLoaderClasses));
   const ReportSummary summary = summarize(plan);
 
   for (const std::string& reportPath : options.reportPaths) {
@@ -234,11 +241,23 @@ bool writeReports(const MigrateOptions& options, const MigrationInputs& in, cons
     nlohmann::json report = {{"root", in.root},
                              {"files", nlohmann::json::array()},
                              {"findings", nlohmann::json::array()},
+                             {"data_loops", nlohmann::json::array()},
                              {"summary",
                               {{"migrated_automatically", summary.automatic},
                                {"needs_a_person", summary.needsPerson},
                                {"not_understood", summary.notUnderstood},
-                               {"automatic_percent", summary.automaticShare()}}}};
+                               {"automatic_percent", summary.automaticShare()},
+                               {"training_loops",
+                                {{"total", summary.loops},
+                                 {"sharded", summary.loopsSharded},
+                                 {"drawn_per_rank", summary.loopsPerRank},
+                                 {"needs_a_person", summary.loopsNeedPerson},
+                                 {"not_a_data_loop", summary.loopsNotData}}}}}};
+    for (const DataLoopEntry& loop : plan.dataLoops) {
+      static const char* const status[] = {"sharded", "drawn_per_rank", "needs_a_person", "not_a_data_loop"};
+      report["data_loops"].push_back(
+          {{"file", loop.file}, {"line", loop.line}, {"status", status[loop.status]}, {"text", loop.text}});
+    }
     for (const auto& [path, r] : outcome.rendered) {
       nlohmann::json file = {{"path", path}, {"edits", nlohmann::json::array()}};
       for (const TextEdit& e : r.merged.edits)

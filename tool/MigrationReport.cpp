@@ -41,6 +41,27 @@ std::string percent(double value) {
 
 std::string where(const ReportEntry& e) { return e.file + ":" + std::to_string(e.line); }
 
+const char* statusName(DataLoopEntry::Status status) {
+  switch (status) {
+    case DataLoopEntry::Sharded:
+      return "sharded automatically";
+    case DataLoopEntry::PerRank:
+      return "drawn per rank";
+    case DataLoopEntry::NeedsPerson:
+      return "needs a person";
+    case DataLoopEntry::NotData:
+      return "not a data loop";
+  }
+  return "";
+}
+
+std::string loopCounts(const ReportSummary& s) {
+  return std::to_string(s.loops) + (s.loops == 1 ? " training loop" : " training loops") + ": data sharded " +
+         std::to_string(s.loopsSharded + s.loopsPerRank) + " (" + std::to_string(s.loopsSharded) + " split, " +
+         std::to_string(s.loopsPerRank) + " drawn per rank), needs a person " + std::to_string(s.loopsNeedPerson) +
+         ", not a data loop " + std::to_string(s.loopsNotData) + ".";
+}
+
 std::vector<Block> build(const MigrationReportData& data) {
   std::vector<Block> doc;
   const ReportSummary summary = summarize(data);
@@ -50,7 +71,27 @@ std::vector<Block> build(const MigrationReportData& data) {
                      std::to_string(summary.automatic + summary.needsPerson + summary.notUnderstood) + "; " +
                      std::to_string(summary.automatic) + " migrated automatically (" +
                      percent(summary.automaticShare()) + "), " + std::to_string(summary.needsPerson) +
-                     " need a person, " + std::to_string(summary.notUnderstood) + " not understood by the tool."});
+                     " need a person, " + std::to_string(summary.notUnderstood) + " not understood by the tool. " +
+                     loopCounts(summary)});
+
+  // Issue 37: every training loop, and whether each rank trains on its share.
+  doc.push_back({Block::Heading, 2, "Data sharded"});
+  if (data.dataLoops.empty()) {
+    doc.push_back({Block::Paragraph, 0, "No training loop was found."});
+  } else {
+    doc.push_back({Block::Paragraph, 0,
+                   loopCounts(summary) +
+                       " A loop whose data is not split trains every rank on all of it: in sync, N times the work."});
+    Block loops{Block::Table};
+    loops.header = {"training loop", "data sharded", "how"};
+    std::vector<DataLoopEntry> sorted = data.dataLoops;
+    std::stable_sort(sorted.begin(), sorted.end(), [](const DataLoopEntry& a, const DataLoopEntry& b) {
+      return std::tie(a.file, a.line) < std::tie(b.file, b.line);
+    });
+    for (const DataLoopEntry& loop : sorted)
+      loops.rows.push_back({loop.file + ":" + std::to_string(loop.line), statusName(loop.status), loop.text});
+    doc.push_back(loops);
+  }
 
   // Where the Fabric lives: constructed in main, passed to the training code.
   Block fabric{Block::List};
@@ -150,8 +191,62 @@ double ReportSummary::automaticShare() const {
   return all == 0 ? 100.0 : 100.0 * static_cast<double>(automatic) / static_cast<double>(all);
 }
 
+std::string loaderClassNamed(const std::string& explanation) {
+  const std::string prefix = "loader class `";
+  if (explanation.rfind(prefix, 0) != 0) return "";
+  size_t end = explanation.find('`', prefix.size());
+  return end == std::string::npos ? "" : explanation.substr(prefix.size(), end - prefix.size());
+}
+
+DataLoopEntry dataLoopOf(const std::string& file, unsigned line, const std::string& note,
+                         const std::vector<std::string>& shardedLoaderClasses) {
+  DataLoopEntry entry;
+  entry.file = file;
+  entry.line = line;
+  auto after = [&](const std::string& prefix) { return note.substr(prefix.size()); };
+  if (note.rfind("sharded: ", 0) == 0) {
+    entry.status = DataLoopEntry::Sharded;
+    entry.text = after("sharded: ");
+  } else if (note.rfind("per rank: ", 0) == 0) {
+    entry.status = DataLoopEntry::PerRank;
+    entry.text = after("per rank: ");
+  } else if (note.rfind("needs a person: ", 0) == 0) {
+    entry.status = DataLoopEntry::NeedsPerson;
+    entry.text = after("needs a person: ") + " (fabric-own-dataloader)";
+  } else if (std::string name = loaderClassNamed(note); !name.empty()) {
+    bool sharded =
+        std::find(shardedLoaderClasses.begin(), shardedLoaderClasses.end(), name) != shardedLoaderClasses.end();
+    entry.status = sharded ? DataLoopEntry::Sharded : DataLoopEntry::NeedsPerson;
+    entry.text = sharded ? "its batches come from `" + name + "`, sharded where the class is defined"
+                         : "its batches come from `" + name +
+                               "`, a loader class of the project's own that was not sharded (see its "
+                               "fabric-own-dataloader finding, or migrate the files that define it too)";
+  } else {
+    entry.status = DataLoopEntry::NotData;
+    entry.text = note.rfind("not a data loop: ", 0) == 0 ? after("not a data loop: ") : note;
+  }
+  return entry;
+}
+
 ReportSummary summarize(const MigrationReportData& data) {
   ReportSummary s;
+  for (const DataLoopEntry& loop : data.dataLoops) {
+    ++s.loops;
+    switch (loop.status) {
+      case DataLoopEntry::Sharded:
+        ++s.loopsSharded;
+        break;
+      case DataLoopEntry::PerRank:
+        ++s.loopsPerRank;
+        break;
+      case DataLoopEntry::NeedsPerson:
+        ++s.loopsNeedPerson;
+        break;
+      case DataLoopEntry::NotData:
+        ++s.loopsNotData;
+        break;
+    }
+  }
   for (const ReportEntry& e : data.entries) {
     if (e.kind == ReportEntry::Automatic)
       ++s.automatic;

@@ -21,11 +21,37 @@ struct ReportEntry {
   bool error = false;
 };
 
+// Where one training loop's batches come from after the migration (issue
+// 37): a line of the report's "Data sharded" section.
+struct DataLoopEntry {
+  enum Status {
+    Sharded,      // the data is split across ranks (a Fabric loader, shard_range, shard_elements, a loader class)
+    PerRank,      // the loop draws its batches, each rank its own
+    NeedsPerson,  // every rank would read all of it: fabric-own-dataloader says what to do
+    NotData,      // nothing per step to split
+  };
+  Status status = NotData;
+  std::string file;  // relative to the project root
+  unsigned line = 0;
+  std::string text;
+};
+
 struct MigrationReportData {
   std::string root;
   std::vector<std::string> files;  // every file read, relative to the root
   std::vector<ReportEntry> entries;
+  std::vector<DataLoopEntry> dataLoops;  // one per training loop
 };
+
+// A data-loop line from fabric-data-loop's note: its text says the status
+// ("sharded: ...", "per rank: ...", "needs a person: ...", "not a data
+// loop: ..."), and a loop over a loader class of the project's own
+// ("loader class `X`: ...") is sharded when fabric-shard-loader-class
+// sharded that class anywhere in the project (`shardedLoaderClasses`).
+DataLoopEntry dataLoopOf(const std::string& file, unsigned line, const std::string& note,
+                         const std::vector<std::string>& shardedLoaderClasses);
+// The class name in fabric-shard-loader-class's explanation ("loader class `X`: ..."), or "".
+std::string loaderClassNamed(const std::string& explanation);
 
 // Which kind a finding is: not understood (code inside a macro, a source
 // the run could not take, an internal error), else it needs a person.
@@ -33,6 +59,8 @@ ReportEntry::Kind findingKind(const std::string& ruleId, const std::string& mess
 
 struct ReportSummary {
   size_t automatic = 0, needsPerson = 0, notUnderstood = 0;
+  // Training loops by where their data comes from (DataLoopEntry::Status).
+  size_t loops = 0, loopsSharded = 0, loopsPerRank = 0, loopsNeedPerson = 0, loopsNotData = 0;
   // Automatic over all three, in percent; 100 when there is nothing to do.
   double automaticShare() const;
 };

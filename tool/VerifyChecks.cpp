@@ -421,6 +421,72 @@ std::vector<Check> checkRuns(const VerifyOptions& o, const VerifyRuns& runs, con
     checks.push_back(c);
   }
   {
+    // Issue 37: distributed, not only in sync. Each rank must have trained
+    // on its share: the runtime records what it handed each rank (a
+    // shard_range, shard_elements, fabric::shard, a Fabric loader's epoch),
+    // and ranks that computed bit-identical losses trained on the same
+    // batches, whatever the program read them with.
+    Check c{"two-ranks-data", "2 ranks: each rank trains on its share of the data, not all of it"};
+    const Record &r0 = twoRecords[0], &r1 = twoRecords[1];
+    size_t n = std::min(r0.losses.size(), r1.losses.size()), same = 0;
+    std::set<std::string> distinct;
+    for (size_t i = 0; i < n; ++i)
+      if (r0.lossText[i] == r1.lossText[i]) {
+        ++same;
+        distinct.insert(r0.lossText[i]);
+      }
+    // Per site: this rank's count against the pass's total, on each rank.
+    std::map<std::string, std::vector<std::pair<long long, long long>>> shares;  // site -> (total, mine) per rank
+    for (const Record* r : {&r0, &r1}) {
+      std::map<std::string, std::pair<long long, long long>> last;
+      for (const Record::Share& s : r->shares) last[s.site] = {s.total, s.mine};
+      for (const auto& [site, counts] : last) shares[site].push_back(counts);
+    }
+    for (const auto& [site, counts] : shares) {
+      if (counts.size() != 2) continue;
+      const long long total = counts[0].first, mine0 = counts[0].second, mine1 = counts[1].second;
+      const bool split = total > 0 && mine0 + mine1 == total && mine0 <= total / 2 + 1 && mine1 <= total / 2 + 1;
+      c.details.push_back(site + ": rank 0 " + std::to_string(mine0) + " and rank 1 " + std::to_string(mine1) + " of " +
+                          std::to_string(total) + " per pass (the original: all " + std::to_string(total) + ")");
+      if (!split && total > 1 && c.verdict == "pass") {
+        c.verdict = "fail";
+        c.details.push_back(site + " did not split its pass between the ranks");
+      }
+    }
+    // A loss that never changes (constant, 0) proves nothing.
+    const bool duplicated = n >= 3 && same * 2 > n && distinct.size() >= 2;
+    auto unsharded = [&]() {
+      std::vector<std::string> out;
+      for (const auto& loop : runs.migrationDataLoops) {
+        std::string status = loop.value("status", std::string());
+        if (status == "needs_a_person" || status == "not_a_data_loop")
+          out.push_back(loop.value("file", std::string()) + ":" + std::to_string(loop.value("line", 0)) + ": " +
+                        loop.value("text", std::string()));
+      }
+      if (out.empty())
+        for (const auto& loop : runs.migrationDataLoops)
+          out.push_back(loop.value("file", std::string()) + ":" + std::to_string(loop.value("line", 0)) + ": " +
+                        loop.value("status", std::string()) + ", " + loop.value("text", std::string()));
+      return out;
+    };
+    if (!twoRan || n == 0) {
+      c.verdict = "not run";
+      c.details.push_back("no backward pass recorded on both ranks");
+    } else if (duplicated) {
+      c.verdict = "fail";
+      c.details.push_back("rank 0 and rank 1 computed bit-identical losses at " + std::to_string(same) + " of " +
+                          std::to_string(n) +
+                          " backward passes: every rank trains on all of the data (in sync, N times the work "
+                          "for one rank's progress)");
+      c.where = unsharded();
+    } else if (c.verdict == "pass") {
+      c.details.push_back("the ranks' losses differ at " + std::to_string(n - same) + " of " + std::to_string(n) +
+                          " backward passes: each trains on batches of its own" +
+                          (shares.empty() ? " (drawn per rank, or from data the runtime does not count)" : ""));
+    }
+    checks.push_back(c);
+  }
+  {
     Check c{"two-ranks-files", "2 ranks: each file written by one rank"};
     auto writers = writersByFile(records + "/two/files.log", twoRecords, records);
     for (const auto& [path, ranks] : writers) {

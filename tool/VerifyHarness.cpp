@@ -140,6 +140,8 @@ Record readRecord(const std::string& path) {
       r.end = a;
     } else if (kind == "strategy") {
       r.strategy = a;
+    } else if (kind == "share") {
+      r.shares.push_back({a, std::atoll(b.c_str()), std::atoll(c.c_str())});
     }
   }
   return r;
@@ -373,6 +375,7 @@ bool runPrograms(const VerifyOptions& o, const VerifyPrograms& programs, VerifyR
   if (auto text = contentsOf(o.work + "/migration.json"); !text.empty()) {
     auto parsed = nlohmann::json::parse(text, nullptr, false);
     if (!parsed.is_discarded() && parsed.contains("findings")) runs.migrationFindings = parsed["findings"];
+    if (!parsed.is_discarded() && parsed.contains("data_loops")) runs.migrationDataLoops = parsed["data_loops"];
   }
   return true;
 }

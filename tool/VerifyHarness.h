@@ -44,6 +44,14 @@ struct Record {
   std::vector<long long> offsets;  // stdout's size at each step
   std::string end;
   std::string strategy;  // as the runtime resolved it (migrated programs)
+  // Each data share the runtime handed this rank (`share <site> <total>
+  // <mine>`): a loop site or a loader, how many items a pass has in all,
+  // and how many of them this rank got (fabric.shard_range, a Fabric loader).
+  struct Share {
+    std::string site;
+    long long total = 0, mine = 0;
+  };
+  std::vector<Share> shares;
 };
 
 // The programs, built.
@@ -57,7 +65,8 @@ struct VerifyPrograms {
 struct VerifyRuns {
   Run original, one, two;
   std::vector<Record> originalRecord, oneRecord, twoRecords;
-  nlohmann::json migrationFindings = nlohmann::json::array();  // the migration's report
+  nlohmann::json migrationFindings = nlohmann::json::array();   // the migration's report
+  nlohmann::json migrationDataLoops = nlohmann::json::array();  // its training loops, where their data comes from
   std::string recordsFolder;
 };
 

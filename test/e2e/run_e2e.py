@@ -54,7 +54,16 @@ migration must report and how 2 processes end:
       strategy, which the entry's "why" explains (fsdp refuses a trained set
       that changes after setup: LoRA's phases),
   "args": program arguments, "loss_word": the word before the falling value,
-  "compare": false to skip the metric comparison (with a "why").
+  "compare": false to skip the metric comparison (with a "why"),
+  "share": how each rank's work compares with one process's (issue 37,
+      checked from the sync check's step counts and the runtime's
+      duplicate-data warning): "half" (default: the data is split, so each
+      rank makes about half the optimizer steps of one process, and the
+      ranks never compute identical losses), "same_steps" (the program draws
+      its batches per step, each rank its own: as many steps as one process,
+      and no identical losses), "all" (the migration could not split the
+      data and reported it: as many steps, and the runtime must say that the
+      ranks computed the same losses).
 Exit 77 (ctest's skip code) with a loud message when an input is missing.
 """
 import argparse
@@ -87,6 +96,9 @@ DIVERGE_LIMIT_S = 20
 # program prints (weights' statistics, sample means) are not compared.
 METRIC = re.compile(r"\b([A-Za-z_]*(?:loss|acc)[A-Za-z_]*)\s*[:=]?\s*(" + NUMBER.pattern + ")", re.I)
 SYNC_PASSED = re.compile(r"fabric: sync check passed: (\d+) steps, (\d+) parameter tensors identical on (\d+) ranks")
+# The runtime's warning when every rank computed the same loss: the ranks
+# train on the same batches (in sync, N times the work).
+DUPLICATED = "fabric: every rank computed the same loss"
 
 
 def fail(message):
@@ -477,6 +489,34 @@ def compare_metrics(name, one_lines, one_steps, two_lines, two_steps, loss_word=
     return worst
 
 
+def check_share(name, label, steps, one_steps, stderr, share):
+    """Distributed, not only in sync: each rank's optimizer steps against one
+    process's, and the runtime's word on identical losses."""
+    duplicated = DUPLICATED in stderr
+    if share == "all":
+        if steps != one_steps or not duplicated:
+            fail(f"{name}:{label} the manifest says the ranks train on all the data (reported by the migration): "
+                 f"expected {one_steps} steps per rank and the runtime's '{DUPLICATED}' warning; got {steps} steps, "
+                 f"warning {'present' if duplicated else 'absent'}")
+        return
+    if duplicated:
+        fail(f"{name}:{label} every rank trained on the same batches (the runtime says so):\n"
+             + "\n".join(line for line in stderr.splitlines() if DUPLICATED in line))
+    if share == "same_steps":
+        if steps != one_steps:
+            fail(f"{name}:{label} each rank draws its own batches for as many steps as one process: expected "
+                 f"{one_steps} steps per rank, got {steps}")
+    elif share == "half":
+        # Each rank's share of every epoch: about half the steps (the last
+        # short batch may be padded on one rank, as DistributedSampler pads).
+        if not 0.4 * one_steps <= steps <= 0.65 * one_steps:
+            fail(f"{name}:{label} each rank made {steps} optimizer steps, one process {one_steps}: with the data "
+                 f"split across 2 ranks each should make about half ({one_steps / 2:.0f})")
+    else:
+        fail(f"{name}: unknown share {share!r} in the manifest")
+    print(f"{name}:{label} data share: {steps} steps per rank, {one_steps} on one process ({share})", flush=True)
+
+
 def check_two_ranks(args, name, label, two, two_dir, expected, got, one_steps, saved, loss_word, expect):
     """The checks of a 2-rank run that trains in sync (`label` names its
     strategy when it is not the default): it finished, rank 0 alone printed,
@@ -489,6 +529,7 @@ def check_two_ranks(args, name, label, two, two_dir, expected, got, one_steps, s
         steps, ranks = sync_steps(two.stderr, name, "2 processes" + label)
         if steps == 0 or ranks != 2:
             fail(f"{name}:{label} the sync check compared {steps} steps on {ranks} ranks: nothing was trained in sync")
+        check_share(name, label, steps, one_steps, two.stderr, expect.get("share", "half"))
     lines = two.stdout.strip().splitlines()
     if not lines:
         fail(f"{name}: 2 processes{label} printed nothing")

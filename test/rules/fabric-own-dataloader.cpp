@@ -2,26 +2,38 @@
 // RUN: FileCheck %s --input-file=%t.err --implicit-check-not='[fabric-own-dataloader]'
 #include <torch/torch.h>
 #include <algorithm>
+#include <cstdlib>
 #include <random>
+#include <string>
+#include <vector>
 
 struct Points : torch::data::datasets::Dataset<Points> {
   torch::data::Example<> get(size_t index) override;
   c10::optional<size_t> size() const override;
 };
 
-// A loader class of the project's own: it shuffles its indices in reset(),
-// reported there with the change to make; the loop that reads it too.
-class IndexLoader {
+// A loader class of the project's own whose epoch is a number of steps it
+// was given, not its list's length: the tool cannot shard it, and says so
+// where its list is declared.
+class StepLoader {
  public:
+  StepLoader(size_t n, size_t steps) : steps_(steps) {
+    for (size_t i = 0; i < n; ++i) indices_.push_back(i);
+  }
   void reset() {
     cursor_ = 0;
-    // CHECK: fabric-own-dataloader.cpp:[[@LINE+1]]:5: warning: a data loader of the project's own shuffles its list of indices `indices_` here{{.*}}indices_ = fabric.shard(all_indices);{{.*}}[fabric-own-dataloader]
     std::shuffle(indices_.begin(), indices_.end(), rng_);
   }
-  bool operator()(torch::Tensor& batch);
+  bool next(torch::Tensor& batch) {
+    if (cursor_ >= steps_) return false;
+    batch = torch::tensor({static_cast<int64_t>(indices_[cursor_++])});
+    return true;
+  }
 
  private:
+  // CHECK: fabric-own-dataloader.cpp:[[@LINE+1]]:23: warning: a data loader of the project's own, `StepLoader`, hands out batches by position in `indices_`, but it measures its epoch with `steps_`{{.*}}[fabric-own-dataloader]
   std::vector<size_t> indices_;
+  size_t steps_;
   size_t cursor_ = 0;
   std::mt19937 rng_;
   // A list of names shuffled for a report: not indices.
@@ -65,7 +77,7 @@ struct Trainer {
 // Instantiated over the project's own batches: reported there.
 template <typename Batches>
 void fit_all(torch::nn::Linear& model, torch::optim::Optimizer& optimizer, Batches& batches) {
-  // CHECK: fabric-own-dataloader.cpp:[[@LINE+1]]:3: warning: this training loop does not read its batches{{.*}}[fabric-own-dataloader]
+    // CHECK: fabric-own-dataloader.cpp:[[@LINE+1]]:3: warning: this training loop's data is not split across ranks: it runs over `batches`, whose type is a template argument{{.*}}[fabric-own-dataloader]
   for (auto& batch : batches) {
     torch::Tensor loss = torch::mse_loss(model->forward(batch.data), batch.target);
     loss.backward();
@@ -90,7 +102,7 @@ int main() {
   torch::Tensor x = torch::randn({256, 4}), y = torch::randn({256, 1});
   for (int epoch = 0; epoch < 3; ++epoch) {
     BatchIterator batches(x, y, 32);
-    // CHECK: fabric-own-dataloader.cpp:[[@LINE+1]]:5: warning: this training loop does not read its batches from a data loader{{.*}}fabric.world_size(){{.*}}[fabric-own-dataloader]
+    // CHECK: fabric-own-dataloader.cpp:[[@LINE+1]]:5: warning: this training loop's data is not split across ranks: it reads its batches from `BatchIterator`, a class of the project's own whose code the tool does not see here{{.*}}fabric::shard{{.*}}[fabric-own-dataloader]
     while (batches.has_next()) {
       auto [xb, yb] = batches.next();
       auto loss = torch::mse_loss(model->forward(xb), yb);
@@ -98,10 +110,40 @@ int main() {
       optimizer.step();
     }
   }
-  // Index slices of a tensor.
-  // CHECK: fabric-own-dataloader.cpp:[[@LINE+1]]:3: warning: this training loop does not read its batches{{.*}}[fabric-own-dataloader]
+  // Index slices of a tensor: sharded (fabric-shard-index-loop), nothing to report.
   for (int64_t i = 0; i < 256; i += 32) {
     auto loss = torch::mse_loss(model->forward(x.slice(0, i, i + 32)), y.slice(0, i, i + 32));
+    loss.backward();
+    optimizer.step();
+  }
+  // Full-batch training: every step reads all of x.
+  // CHECK: fabric-own-dataloader.cpp:[[@LINE+1]]:3: warning: this training loop's data is not split across ranks: every step reads all of `x` (full-batch training){{.*}}x.index_select(0, fabric.shard(torch::arange(x.size(0)))){{.*}}[fabric-own-dataloader]
+  for (int step = 0; step < 100; ++step) {
+    auto loss = torch::mse_loss(model->forward(x), y);
+    loss.backward();
+    optimizer.step();
+  }
+  // The batch index also decides when to step: not sharded, reported.
+  // CHECK: fabric-own-dataloader.cpp:[[@LINE+1]]:3: warning: this training loop's data is not split across ranks: the counter decides what the loop does (`if (b % 2 == 1)`){{.*}}[fabric-own-dataloader]
+  for (int64_t b = 0; b < 8; ++b) {
+    auto loss = torch::mse_loss(model->forward(x.narrow(0, b * 32, 32)), y.narrow(0, b * 32, 32));
+    loss.backward();
+    if (b % 2 == 1) optimizer.step();
+  }
+  // Exploration from rand(), seeded nowhere the tool sees.
+  // CHECK: fabric-own-dataloader.cpp:[[@LINE+1]]:3: warning: this training loop's data is not split across ranks: it draws its data from rand, seeded alike on every rank{{.*}}std::srand(seed + fabric.global_rank()){{.*}}[fabric-own-dataloader]
+  for (int step = 0; step < 10; ++step) {
+    auto input = x.slice(0, 0, 1) * static_cast<double>(std::rand() % 3);
+    auto loss = torch::mse_loss(model->forward(input), y.slice(0, 0, 1));
+    loss.backward();
+    optimizer.step();
+  }
+  StepLoader steps(256, 4);
+  torch::Tensor batch;
+  steps.reset();
+  // CHECK: fabric-own-dataloader.cpp:[[@LINE+1]]:3: warning: this training loop's data is not split across ranks: it reads its batches from `StepLoader`, a loader class of the project's own, which measures its epoch with `steps_`{{.*}}[fabric-own-dataloader]
+  while (steps.next(batch)) {
+    auto loss = torch::mse_loss(model->forward(x.index_select(0, batch)), y.index_select(0, batch));
     loss.backward();
     optimizer.step();
   }

@@ -17,6 +17,9 @@ Inputs/classifier/train.cpp by one textual change, which must apply):
                        (FABRIC_TEST_DRAW_RANDOM_AT_SETUP): the 1-rank records differ
   divergent_stop       test/shapes/early_stop (stops on a per-rank loss): the 2-rank
                        job ends early, with the runtime's message and the finding
+  data_not_split       Inputs/full_batch: full-batch training, which fabricize reports
+                       and cannot split: both ranks compute the same losses, and
+                       verify names the loop
   cannot_build         the migration does not compile: exit 2
   hang                 the migration sleeps after its 3rd step: each run is killed at the
                        time limit and reported with the step where it stopped
@@ -34,6 +37,7 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 CLASSIFIER = os.path.join(HERE, "Inputs", "classifier", "train.cpp")
 EARLY_STOP = os.path.join(HERE, "..", "shapes", "early_stop", "train.cpp")
+FULL_BATCH = os.path.join(HERE, "Inputs", "full_batch", "train.cpp")
 
 # case -> (pattern, replacement) applied once to the migrated train.cpp
 MUTATIONS = {
@@ -54,6 +58,7 @@ EXPECT = {
     "file_every_rank": (1, "two-ranks-files", "train_log.csv is written by ranks 0, 1"),
     "runtime_random": (1, "one-rank-records", "the first loss already differs"),
     "divergent_stop": (1, "two-ranks-run", "fabric-divergent-exit"),
+    "data_not_split": (1, "two-ranks-data", "train.cpp:18: every step reads all of `X` (full-batch training)"),
     "cannot_build": (2, None, "does not compile"),
     "hang": (1, "two-ranks-run", "did not finish (killed after the time limit: a hang?) (rank 0 after step 3, rank 1 after step 3)"),
 }
@@ -129,6 +134,8 @@ def main():
             command += ["--args", args.args]
     elif args.case == "divergent_stop":
         command += [EARLY_STOP, "--steps", "2000"]
+    elif args.case == "data_not_split":
+        command += [FULL_BATCH, "--steps", "60"]
     else:
         command.append(CLASSIFIER)
         if args.case in MUTATIONS:

@@ -8,6 +8,9 @@
 #include <functional>
 #include <ostream>
 #include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
 
 namespace fabric {
 enum class ReduceOp { Sum, Mean, Max, Min };
@@ -35,6 +38,28 @@ class [[nodiscard]] NoBackwardSync {
  public:
   ~NoBackwardSync();
 };
+class [[nodiscard]] PerRankRandom {
+ public:
+  ~PerRankRandom();
+};
+template <class T> class ShardRange {
+ public:
+  const T* begin() const;
+  const T* end() const;
+};
+template <class Container> class ShardElements {
+ public:
+  template <class C> explicit ShardElements(C&& c);
+  auto begin() -> decltype(std::declval<Container&>().begin());
+  auto end() -> decltype(std::declval<Container&>().end());
+};
+template <class T> struct type_identity { using type = T; };
+int global_rank();
+int world_size();
+template <class Index> std::vector<Index> shard(std::vector<Index> indices);
+template <class Index> std::vector<Index> shard(std::vector<Index> indices, bool pad);
+torch::Tensor shard(const torch::Tensor& order);
+torch::Tensor shard(const torch::Tensor& order, bool pad);
 class Fabric {
  public:
   explicit Fabric(Options options = Options());
@@ -55,6 +80,14 @@ class Fabric {
   template <class Model> NoBackwardSync no_backward_sync(Model& model, bool enabled = true);
   void step(torch::optim::Optimizer& optimizer);
   torch::Tensor step(torch::optim::Optimizer& optimizer, torch::optim::Optimizer::LossClosure closure);
+  template <class T>
+  ShardRange<T> shard_range(T begin, typename type_identity<T>::type end, typename type_identity<T>::type step = 1);
+  template <class Container> ShardElements<std::remove_reference_t<Container>> shard_elements(Container&& c);
+  template <class RandomIt, class URBG> void shuffle(RandomIt first, RandomIt last, URBG&& g);
+  torch::Tensor randperm(int64_t n, torch::TensorOptions options = torch::kLong);
+  template <class Index> std::vector<Index> shard(std::vector<Index> indices, bool pad = true);
+  torch::Tensor shard(const torch::Tensor& order, bool pad = true);
+  PerRankRandom per_rank_random();
   std::ostream& print();
   int printf(const char* format, ...);
   std::ofstream rank_zero_ofstream(const std::string& path, std::ios::openmode mode = std::ios::out) const;

@@ -76,8 +76,16 @@ class Tensor : public TensorBase {
   Tensor detach() const;
   Tensor& requires_grad_(bool requires_grad = true);
   Tensor slice(int64_t dim, int64_t start, int64_t end) const;
+  Tensor narrow(int64_t dim, int64_t start, int64_t length) const;
+  Tensor index_select(int64_t dim, const Tensor& index) const;
+  Tensor index(std::vector<Tensor> indices) const;
+  Tensor pow(double exponent) const;
+  Tensor& normal_(double mean = 0, double std = 1);
+  Tensor& uniform_(double from = 0, double to = 1);
+  Tensor multinomial(int64_t num_samples, bool replacement = false) const;
 };
 Tensor operator+(const Tensor& a, const Tensor& b);
+Tensor operator-(const Tensor& a, const Tensor& b);
 Tensor operator*(const Tensor& a, double b);
 Tensor operator/(const Tensor& a, double b);
 }  // namespace at
@@ -102,6 +110,15 @@ struct NoGradGuard {
 };
 
 Tensor randn(std::vector<int64_t> shape, TensorOptions options = {});
+Tensor rand(std::vector<int64_t> shape, TensorOptions options = {});
+Tensor randint(int64_t high, std::vector<int64_t> shape, TensorOptions options = {});
+Tensor randint(int64_t low, int64_t high, std::vector<int64_t> shape, TensorOptions options = {});
+Tensor randperm(int64_t n, TensorOptions options = {});
+Tensor arange(int64_t end, TensorOptions options = {});
+Tensor multinomial(const Tensor& self, int64_t num_samples, bool replacement = false);
+Tensor stack(std::vector<Tensor> tensors, int64_t dim = 0);
+Tensor cat(std::vector<Tensor> tensors, int64_t dim = 0);
+Tensor tensor(std::vector<int64_t> values, TensorOptions options = {});
 Tensor zeros(std::vector<int64_t> shape, TensorOptions options = {});
 Tensor ones(std::vector<int64_t> shape, TensorOptions options = {});
 Tensor mse_loss(const Tensor& input, const Tensor& target);
