@@ -143,20 +143,6 @@ std::shared_ptr<StatefulEntry> plateau_scheduler_state(torch::optim::ReduceLROnP
 
 namespace {
 
-torch::Tensor generator_state(at::Generator generator) {
-  std::lock_guard<std::mutex> lock(generator.mutex());
-  return generator.get_state();
-}
-
-void set_generator_state(at::Generator generator, const torch::Tensor& state) {
-  std::lock_guard<std::mutex> lock(generator.mutex());
-  generator.set_state(state);
-}
-
-}  // namespace
-
-namespace {
-
 bool has_random_state(const State& state) {
   for (const auto& entry : state.entries()) {
     if (std::holds_alternative<RandomState>(entry.target())) return true;
@@ -179,7 +165,8 @@ std::vector<std::string> gather_texts(Fabric& fabric, const std::string& text) {
 
 }  // namespace
 
-detail::RandomStates detail::gather_random_states(Fabric& fabric, const State& state) {
+detail::RandomStates detail::gather_random_states(Fabric& fabric, const State& state,
+                                                  const LocalGeneratorStates& local) {
   RandomStates states;
   states.world_size = fabric.world_size();
   for (size_t index = 0; index < state.entries().size(); ++index) {
@@ -198,9 +185,20 @@ detail::RandomStates detail::gather_random_states(Fabric& fabric, const State& s
     }
     return all;
   };
-  states.cpu = gather(generator_state(at::detail::getDefaultCPUGenerator()));
-  if (fabric.device().is_cuda()) {
-    states.cuda = gather(generator_state(at::globalContext().defaultGenerator(fabric.device())));
+  states.cpu = gather(local.cpu);
+  if (fabric.device().is_cuda()) states.cuda = gather(local.cuda);
+  // Every rank's own streams (fabric.per_rank_random), after a byte that
+  // says whether the rank used them (Gloo gathers no empty tensor); an
+  // empty tensor for a rank that did not.
+  if (fabric.world_size() > 1) {
+    const auto own = [&gather](const torch::Tensor& state) {
+      const auto used = torch::full({1}, state.defined() ? 1 : 0, torch::kByte);
+      std::vector<torch::Tensor> all = gather(state.defined() ? torch::cat({used, state}) : used);
+      for (auto& one : all) one = one[0].item<int>() != 0 ? one.slice(0, 1).clone() : torch::empty({0}, torch::kByte);
+      return all;
+    };
+    states.own_cpu = own(local.own_cpu);
+    if (fabric.device().is_cuda()) states.own_cuda = own(local.own_cuda);
   }
   return states;
 }
@@ -344,6 +342,15 @@ void detail::write_state_archive(torch::serialize::OutputArchive& archive, const
             for (size_t rank = 0; rank < random_states.cuda.size(); ++rank) {
               nested.write("cuda_" + std::to_string(rank), random_states.cuda[rank], /*is_buffer=*/true);
             }
+            // Own streams (per_rank_random) of the ranks that used them.
+            for (size_t rank = 0; rank < random_states.own_cpu.size(); ++rank) {
+              if (random_states.own_cpu[rank].numel() == 0) continue;
+              nested.write("own_cpu_" + std::to_string(rank), random_states.own_cpu[rank], /*is_buffer=*/true);
+            }
+            for (size_t rank = 0; rank < random_states.own_cuda.size(); ++rank) {
+              if (random_states.own_cuda[rank].numel() == 0) continue;
+              nested.write("own_cuda_" + std::to_string(rank), random_states.own_cuda[rank], /*is_buffer=*/true);
+            }
             archive.write(key, nested);
           } else if constexpr (std::is_same<Target, int32_t*>::value) {
             archive.write(key, c10::IValue(static_cast<int64_t>(*target)));
@@ -392,7 +399,7 @@ void Fabric::save(const std::string& path, const State& state) {
   }
   // Every rank's generators, gathered by every rank before rank 0 writes.
   detail::RandomStates random_states;
-  random_states = detail::gather_random_states(*this, state);
+  random_states = detail::gather_random_states(*this, state, generator_states());
   save_with(path, [&state, &scaler, &random_states](std::ostream& stream) {
     torch::serialize::OutputArchive archive;
     detail::write_state_archive(
@@ -499,13 +506,18 @@ void Fabric::load(const std::string& path, const State& state, bool strict) {
       return;
     }
     const std::string rank = std::to_string(global_rank());
-    torch::Tensor cpu;
-    nested.read("cpu_" + rank, cpu, /*is_buffer=*/true);
-    set_generator_state(at::detail::getDefaultCPUGenerator(), cpu.cpu());
-    torch::Tensor cuda;
-    if (device().is_cuda() && nested.try_read("cuda_" + rank, cuda, /*is_buffer=*/true)) {
-      set_generator_state(at::globalContext().defaultGenerator(device()), cuda.cpu());
+    detail::LocalGeneratorStates states;
+    nested.read("cpu_" + rank, states.cpu, /*is_buffer=*/true);
+    states.cpu = states.cpu.cpu();
+    if (device().is_cuda() && nested.try_read("cuda_" + rank, states.cuda, /*is_buffer=*/true)) {
+      states.cuda = states.cuda.cpu();
     }
+    // This rank's own streams (absent: never used, or a file of an older Fabric).
+    if (nested.try_read("own_cpu_" + rank, states.own_cpu, /*is_buffer=*/true)) states.own_cpu = states.own_cpu.cpu();
+    if (device().is_cuda() && nested.try_read("own_cuda_" + rank, states.own_cuda, /*is_buffer=*/true)) {
+      states.own_cuda = states.own_cuda.cpu();
+    }
+    restore_generator_states(states);
   };
   const auto apply = [&] {
     if (strategy().precision().scaler().active) {

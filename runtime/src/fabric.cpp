@@ -1,6 +1,7 @@
 #include <fabric/fabric.h>
 
 #include "connector.h"
+#include "data_sharding.h"
 #include "plugins/environments/cluster_environment.h"
 #include "strategies/strategy.h"
 #include "utilities/environment_variables.h"
@@ -115,6 +116,7 @@ Fabric::Fabric(Options options) : state_(std::make_unique<detail::FabricState>()
   // The connector resolves the options into the strategy and its plugins.
   state.strategy = detail::connect_strategy(options);
   if (detail::SyncCheck::requested()) state.sync_check = std::make_unique<detail::SyncCheck>();
+  sharding_ = std::make_unique<detail::DataSharding>(*this, world_size(), global_rank(), device());
   // fabricize verify: the seed an instrumented original takes first in
   // main, and this rank's record (nothing when FABRIC_VERIFY_RECORD is unset).
   verify::begin(global_rank(), world_size());
@@ -167,7 +169,9 @@ Fabric::~Fabric() {
   }
 }
 
-void Fabric::launch() { state_->strategy->launch(); }
+void Fabric::launch() {
+  sharding_->launch([this] { state_->strategy->launch(); });
+}
 
 torch::Device Fabric::device() const { return state_->device(); }
 int Fabric::global_rank() const { return state_->placement().global_rank; }
@@ -697,7 +701,7 @@ void Fabric::backward(const torch::Tensor& loss, const torch::Tensor& gradient, 
   state.backward_passes->fetch_add(1);
   for (const auto& model : models) {
     if (model.synchronized && state.placement().world_size > 1) {
-      ++state.gradient_synchronizations;
+      watch_for_duplicate_data(loss, ++state.gradient_synchronizations);
       break;
     }
   }
@@ -882,10 +886,6 @@ torch::Tensor Fabric::broadcast(const torch::Tensor& tensor, int src) {
 
 std::string Fabric::broadcast(const std::string& value, int src) {
   return strategy().collectives().broadcast(value, src);
-}
-
-std::vector<int64_t> Fabric::broadcast_shard_order(std::vector<int64_t> order) {
-  return strategy().collectives().broadcast_shard_order(std::move(order));
 }
 
 void Fabric::barrier(const std::string& name) { strategy().collectives().barrier(name); }

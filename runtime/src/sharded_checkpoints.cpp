@@ -178,7 +178,7 @@ bool Fabric::saves_sharded() const {
 void Fabric::save_sharded(const std::string& path, const State& state) {
   auto scope = strategy().collectives().scope("fabric.save()");
   detail::RandomStates random_states;
-  random_states = detail::gather_random_states(*this, state);
+  random_states = detail::gather_random_states(*this, state, generator_states());
 
   std::string generation;
   if (is_global_zero()) {

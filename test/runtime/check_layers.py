@@ -49,7 +49,7 @@ LAYERS = [
     ("connector", "Options resolved into the strategy and its plugins",
      ["connector"]),
     ("fabric", "fabric::Fabric, its checkpoints, fabric-run",
-     ["fabric", "checkpoints", "sharded_checkpoints", "fabric_run"]),
+     ["fabric", "checkpoints", "sharded_checkpoints", "data_sharding", "fabric_run"]),
 ]
 
 # What builds without LibTorch: fabric-run (starts instantly), the option

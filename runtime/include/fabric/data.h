@@ -10,6 +10,7 @@
 #pragma once
 
 #include <fabric/to_device.h>
+#include <fabric/verify.h>
 
 #include <torch/torch.h>
 
@@ -124,12 +125,17 @@ using BackwardPassCounter = std::shared_ptr<const std::atomic<uint64_t>>;
 // loader that has fed none (evaluation) leaves it out, so every sample is
 // counted exactly once over all ranks: its last batch may be one shorter on
 // some ranks, and a rank may get one batch fewer.
+//
+// `site` names the loader in fabricize verify's records (FABRIC_VERIFY_RECORD:
+// `share <site> <size> <this rank's samples>` once per epoch size).
 class ShardSampler final : public torch::data::samplers::DistributedSampler<> {
  public:
-  ShardSampler(size_t size, size_t num_replicas, size_t rank, bool shuffle, BackwardPassCounter backward_passes)
+  ShardSampler(size_t size, size_t num_replicas, size_t rank, bool shuffle, BackwardPassCounter backward_passes,
+               std::string site = std::string())
       : DistributedSampler<>(size, num_replicas, rank, /*allow_duplicates=*/true),
         shuffle_(shuffle),
-        backward_passes_(std::move(backward_passes)) {
+        backward_passes_(std::move(backward_passes)),
+        site_(std::move(site)) {
     populate();
   }
 
@@ -197,6 +203,7 @@ class ShardSampler final : public torch::data::samplers::DistributedSampler<> {
     }
     position_ = 0;
     backward_passes_at_reset_ = backward_passes_ ? backward_passes_->load() : 0;
+    if (!site_.empty()) verify::detail::Recorder::instance().share(site_, size_, real_count_);
   }
 
   // Sticky: once a pass of this loader has seen a backward pass, it is a
@@ -215,7 +222,15 @@ class ShardSampler final : public torch::data::samplers::DistributedSampler<> {
   size_t position_ = 0;
   uint64_t backward_passes_at_reset_ = 0;
   bool fed_backward_ = false;
+  std::string site_;
 };
+
+// "loader1", "loader2", ...: the loaders fabric.setup_dataloader made in this
+// process, in order (the same on every rank), for fabricize verify's records.
+inline std::string next_loader_site() {
+  static std::atomic<int> made{0};
+  return "loader" + std::to_string(++made);
+}
 
 // The sampler each rank uses when the job has several processes:
 // RandomSampler -> a shuffled ShardSampler, SequentialSampler -> an ordered
@@ -223,13 +238,14 @@ class ShardSampler final : public torch::data::samplers::DistributedSampler<> {
 // Anything else cannot be sharded safely.
 template <class Sampler>
 std::shared_ptr<torch::data::samplers::DistributedSampler<>> make_distributed_sampler(
-    size_t dataset_size, size_t world_size, size_t rank, BackwardPassCounter backward_passes) {
+    size_t dataset_size, size_t world_size, size_t rank, BackwardPassCounter backward_passes,
+    std::string site = std::string()) {
   namespace samplers = torch::data::samplers;
   if constexpr (std::is_same<Sampler, samplers::RandomSampler>::value ||
                 std::is_same<Sampler, samplers::SequentialSampler>::value) {
     return std::make_shared<ShardSampler>(dataset_size, world_size, rank,
                                           std::is_same<Sampler, samplers::RandomSampler>::value,
-                                          std::move(backward_passes));
+                                          std::move(backward_passes), std::move(site));
   } else if constexpr (std::is_base_of<samplers::DistributedSampler<>, Sampler>::value &&
                        std::is_constructible<Sampler, size_t, size_t, size_t>::value) {
     return std::make_shared<Sampler>(dataset_size, world_size, rank);

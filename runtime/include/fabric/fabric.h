@@ -22,6 +22,7 @@
 #pragma once
 
 #include <fabric/data.h>
+#include <fabric/data_sharding.h>
 #include <fabric/index_sampler.h>
 #include <fabric/loggers.h>
 #include <fabric/options.h>
@@ -57,8 +58,10 @@ namespace fabric {
 enum class ReduceOp { Sum, Mean, Max, Min };
 
 namespace detail {
-class FabricState;  // the set-up models and what Fabric remembers; src/fabric.cpp
-class Strategy;     // owns the process group, precision and checkpoint IO
+class FabricState;            // the set-up models and what Fabric remembers; src/fabric.cpp
+class DataSharding;           // loop sites, per-rank random streams, the duplicate-data check; src/data_sharding.h
+struct LocalGeneratorStates;  // this rank's default generators, as fabric::RandomState saves them
+class Strategy;               // owns the process group, precision and checkpoint IO
 // Path of the temporary file save() writes before renaming it over `path`.
 std::string temporary_path_for(const std::string& path);
 template <class T, class = void>
@@ -424,23 +427,88 @@ class Fabric {
   // one process the vector comes back as it is, without a collective.
   //   std::shuffle(indices.begin(), indices.end(), rng);
   //   indices = fabric.shard(std::move(indices));
+  // (`file` and `line` are the caller's, for fabricize verify's records.)
   template <class Index>
-  std::vector<Index> shard(std::vector<Index> indices, bool pad = true) {
+  std::vector<Index> shard(std::vector<Index> indices, bool pad = true, const char* file = __builtin_FILE(),
+                           int line = __builtin_LINE()) {
     static_assert(std::is_integral<Index>::value && !std::is_same<Index, bool>::value,
                   "fabric::Fabric::shard: the elements must be integer indices into the "
                   "dataset (size_t, int64_t, int...)");
-    if (world_size() == 1) return indices;
-    std::vector<int64_t> order;  // what travels: every index type fits in 64 bits
-    order.reserve(indices.size());
-    for (const Index index : indices) order.push_back(static_cast<int64_t>(index));
-    order = broadcast_shard_order(std::move(order));
-    const std::vector<int64_t> mine =
-        strided_shard(order, static_cast<size_t>(world_size()), static_cast<size_t>(global_rank()), pad);
-    std::vector<Index> result;
-    result.reserve(mine.size());
-    for (const int64_t index : mine) result.push_back(static_cast<Index>(index));
-    return result;
+    if (world_size() == 1) {
+      detail::record_share(file, line, indices.size(), indices.size());
+      return indices;
+    }
+    // What travels: every index type fits in 64 bits.
+    return detail::from_int64_indices<Index>(shard_order(detail::to_int64_indices(indices), pad, file, line));
   }
+  // The same for a 1-D integer tensor (a torch::randperm order): this rank's
+  // share of rank 0's values, on `order`'s device and in its dtype.
+  //   auto mine = fabric.shard(torch::randperm(n));
+  torch::Tensor shard(const torch::Tensor& order, bool pad = true, const char* file = __builtin_FILE(),
+                      int line = __builtin_LINE());
+
+  // ---- data the program reads itself (fabric/data_sharding.h) ----------------
+  // This rank's values of `for (T i = begin; i < end; i += step)` (step > 0,
+  // else std::invalid_argument naming it), computed lazily: the values at
+  // positions rank, rank + world_size(), ... of the loop's m values, the
+  // first values again past the end where a share is one short (padded) --
+  // handed out only where this loop (its file:line) has fed a backward pass,
+  // so training loops run equal step counts on every rank and evaluation
+  // loops count every value once. One process: the loop's values, in order.
+  //   for (int64_t i = 0; i < n; i += bs) {              // was
+  //   for (int64_t i : fabric.shard_range(int64_t{0}, n, bs)) {
+  //     auto x = X.slice(0, i, std::min(i + bs, n)); ...
+  // T is begin's type (as the loop variable's); end and step convert to it.
+  template <class T>
+  ShardRange<T> shard_range(T begin, detail::type_identity_t<T> end, detail::type_identity_t<T> step = 1,
+                            const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
+    return ShardRange<T>(begin, step, share_of(detail::range_length<T>(begin, end, step), file, line));
+  }
+  // This rank's elements of a random-access container that every rank holds
+  // in the same order (std::vector, std::deque, std::array, a C array), by
+  // reference, strided and padded as shard_range. A temporary is moved into
+  // the view, which owns it for the loop. One process: every element, in order.
+  //   for (auto& batch : fabric.shard_elements(batches)) { ... }
+  template <class Container>
+  auto shard_elements(Container&& container, const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
+    const auto size = static_cast<uint64_t>(std::size(container));
+    return ShardElements<Container>(std::forward<Container>(container), share_of(size, file, line));
+  }
+  // std::shuffle(first, last, generator) with rank 0's draws: every rank
+  // draws its permutation with its own generator (which advances as
+  // std::shuffle advances it), and every rank puts [first, last) in rank 0's
+  // order. A collective: every rank calls it with as many elements (another
+  // number throws std::invalid_argument on every rank). One process: exactly
+  // std::shuffle.
+  template <class RandomIt, class URBG>
+  void shuffle(RandomIt first, RandomIt last, URBG&& generator) {
+    if (world_size() == 1) {
+      std::shuffle(first, last, std::forward<URBG>(generator));
+      return;
+    }
+    // std::shuffle's swaps depend only on the length and the draws.
+    std::vector<int64_t> order(static_cast<size_t>(std::distance(first, last)));
+    for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int64_t>(i);
+    std::shuffle(order.begin(), order.end(), generator);
+    order = broadcast_order(std::move(order), "fabric.shuffle()");
+    std::vector<typename std::iterator_traits<RandomIt>::value_type> values;
+    values.reserve(order.size());
+    for (const int64_t from : order) values.push_back(std::move(first[static_cast<std::ptrdiff_t>(from)]));
+    std::move(values.begin(), values.end(), first);
+  }
+  // torch::randperm(n, options) drawn on every rank (each rank's default
+  // generator advances alike), rank 0's permutation on every rank, in the
+  // dtype and on the device torch::randperm gives. One process: exactly
+  // torch::randperm(n, options).
+  torch::Tensor randperm(int64_t n, torch::TensorOptions options = torch::kLong);
+  // While the guard lives, LibTorch's default generators (CPU, and this
+  // rank's CUDA device) draw from this rank's own stream; the stream every
+  // rank draws in lockstep is left as it was (restored when the guard ends).
+  // The own stream continues from one guard to the next (seeded on first use
+  // from the shared seed and the global rank; saved with fabric::RandomState).
+  // Nested guards do nothing; with one process the guard does nothing.
+  //   { auto per_rank = fabric.per_rank_random(); x = torch::randn({bs, 8}); }
+  PerRankRandom per_rank_random();
 
   // std::cout on global rank 0, a stream that discards everything elsewhere.
   std::ostream& print();
@@ -713,8 +781,23 @@ class Fabric {
   // runs torch::load on every rank, whose outcomes are agreed on.
   void load_other_file(const std::string& path, const std::function<void(const std::string&)>& read);
   void check_sync_after_step(torch::optim::Optimizer& optimizer);
-  // Fabric::shard's collective: rank 0's `order` on every rank.
-  std::vector<int64_t> broadcast_shard_order(std::vector<int64_t> order);
+  // Fabric::shard's and shuffle's collective: rank 0's `order` on every
+  // rank (`call`, "fabric.shard()" or "fabric.shuffle()", names it).
+  std::vector<int64_t> broadcast_order(std::vector<int64_t> order, const char* call);
+  // Rank 0's order broadcast, this rank's strided share returned (the
+  // share recorded for fabricize verify).
+  std::vector<int64_t> shard_order(std::vector<int64_t> order, bool pad, const char* file, int line);
+  // This rank's share of a loop of `total` values at file:line (data_sharding.cpp).
+  detail::Share share_of(uint64_t total, const char* file, int line);
+  // Fabric::backward, with several processes, after its `synchronization`-th
+  // backward pass that synchronized gradients (every rank runs as many):
+  // compares the loss across the ranks at a few of them, to tell ranks that
+  // train on the same batches.
+  void watch_for_duplicate_data(const torch::Tensor& loss, uint64_t synchronization);
+  // fabric::RandomState: this rank's default generators, shared and own
+  // streams (whether or not a per_rank_random guard is alive), and back.
+  detail::LocalGeneratorStates generator_states() const;
+  void restore_generator_states(const detail::LocalGeneratorStates& states);
   double all_reduce_double(double value, ReduceOp op);
   int64_t all_reduce_integer(int64_t value, ReduceOp op);
   static void check_integer_reduction(ReduceOp op, const char* what);
@@ -729,6 +812,7 @@ class Fabric {
                                       bool error_if_nonfinite);
 
   std::unique_ptr<detail::FabricState> state_;
+  std::unique_ptr<detail::DataSharding> sharding_;
 };
 
 template <class Sampler, class Dataset>
@@ -752,6 +836,7 @@ auto Fabric::setup_dataloader(Dataset dataset, torch::data::DataLoaderOptions op
     // its first permutation in the constructor), so one process consumes the
     // global RNG in the same order as the unmigrated program.
     sampler = std::make_shared<Sampler>(*size);
+    verify::detail::Recorder::instance().share(detail::next_loader_site(), *size, *size);
   } else if constexpr (std::is_same<BatchRequest, std::vector<size_t>>::value) {
     // Constructed and dropped, so that every process draws from the global
     // generator what the unmigrated program draws here (RandomSampler's
@@ -761,7 +846,8 @@ auto Fabric::setup_dataloader(Dataset dataset, torch::data::DataLoaderOptions op
       Sampler draws_as_the_original_does(*size);
     }
     distributed_sampler = detail::make_distributed_sampler<Sampler>(
-        *size, static_cast<size_t>(world_size()), static_cast<size_t>(global_rank()), backward_pass_counter());
+        *size, static_cast<size_t>(world_size()), static_cast<size_t>(global_rank()), backward_pass_counter(),
+        detail::next_loader_site());
     sampler = distributed_sampler;
   } else {
     throw std::invalid_argument(

@@ -14,6 +14,19 @@
 //                                              of every byte of the
 //                                              optimizer's parameters, and
 //                                              the stdout offset at that time
+//   share <site> <total> <mine>                this rank's share of a data
+//                                              loop: <total> values of the
+//                                              whole loop, <mine> of them
+//                                              this rank's own (without the
+//                                              padded one); <site> is the
+//                                              caller's <file>:<line>
+//                                              (fabric.shard_range,
+//                                              shard_elements, fabric.shard,
+//                                              fabric::shard) or loader<N>,
+//                                              the N-th fabric.setup_dataloader
+//                                              of the process (its sampler,
+//                                              each epoch); once per site and
+//                                              distinct (total, mine)
 //   end <reason>                               budget | exit
 // FABRIC_VERIFY_STEPS=N ends the process (exit code 0, output flushed) after
 // its N-th optimizer step; FABRIC_VERIFY_SEED (default 1234) is the seed
@@ -33,6 +46,7 @@
 #include <cstdlib>
 #include <iostream>
 #include <memory>
+#include <set>
 #include <string>
 #include <type_traits>
 
@@ -104,6 +118,16 @@ class Recorder {
     }
   }
 
+  // A data loop's share on this rank (the runtime's sharding primitives).
+  void share(const std::string& site, std::uint64_t total, std::uint64_t mine) {
+    if (!enabled()) return;
+    open(0, 1);
+    const std::string line = site + " " + std::to_string(total) + " " + std::to_string(mine);
+    if (!shares_.insert(line).second) return;
+    std::fprintf(file_, "share %s\n", line.c_str());
+    std::fflush(file_);
+  }
+
   void finish(const char* reason) {
     if (file_ == nullptr) return;
     std::fprintf(file_, "end %s\n", reason);
@@ -124,6 +148,7 @@ class Recorder {
   std::FILE* file_ = nullptr;
   std::int64_t losses_ = 0, steps_ = 0, budget_ = 0;
   std::uint64_t seed_ = 1234;
+  std::set<std::string> shares_;  // the share lines written
 };
 
 template <typename T>

@@ -278,8 +278,9 @@ std::string Collectives::broadcast(const std::string& value, int src) {
   return std::string(reinterpret_cast<const char*>(received.data_ptr<uint8_t>()), static_cast<size_t>(length));
 }
 
-std::vector<int64_t> Collectives::broadcast_shard_order(std::vector<int64_t> order) {
-  require_launched("shard()");
+std::vector<int64_t> Collectives::broadcast_order(std::vector<int64_t> order, const char* call) {
+  const bool shuffle = std::strcmp(call, "fabric.shuffle()") == 0;
+  require_launched(shuffle ? "shuffle()" : "shard()");
   if (!group_) return order;
   const auto options = torch::TensorOptions().dtype(torch::kLong).device(device_);
   // The lengths first, gathered rather than broadcast, so that a rank whose
@@ -288,7 +289,7 @@ std::vector<int64_t> Collectives::broadcast_shard_order(std::vector<int64_t> ord
   std::vector<std::vector<at::Tensor>> lengths(1);
   for (int r = 0; r < placement_.world_size; ++r) lengths[0].push_back(torch::empty({1}, options));
   std::vector<at::Tensor> my_length{torch::full({1}, static_cast<int64_t>(order.size()), options)};
-  run("fabric.shard()", [&] { group_->allgather(lengths, my_length)->wait(); });
+  run(call, [&] { group_->allgather(lengths, my_length)->wait(); });
   const int64_t length = lengths[0][0].cpu().item<int64_t>();
   std::string differing;
   for (int r = 1; r < placement_.world_size; ++r) {
@@ -297,6 +298,13 @@ std::vector<int64_t> Collectives::broadcast_shard_order(std::vector<int64_t> ord
       differing +=
           (differing.empty() ? "" : ", ") + std::string("rank ") + std::to_string(r) + " has " + std::to_string(other);
     }
+  }
+  if (!differing.empty() && shuffle) {
+    throw std::invalid_argument(
+        "fabric.shuffle: every rank must shuffle as many elements (the same data, in the same order), but rank 0 "
+        "has " +
+        std::to_string(length) + " and " + differing +
+        ". Build the sequence alike on every rank (shuffle puts every rank's elements in rank 0's order)");
   }
   if (!differing.empty()) {
     throw std::invalid_argument("fabric::shard: every rank must pass the indices of the same dataset, but rank 0 has " +
@@ -311,7 +319,7 @@ std::vector<int64_t> Collectives::broadcast_shard_order(std::vector<int64_t> ord
   std::vector<at::Tensor> tensors{values.to(device_)};
   c10d::BroadcastOptions broadcast_options;
   broadcast_options.rootRank = 0;
-  run("fabric.shard()", [&] { group_->broadcast(tensors, broadcast_options)->wait(); });
+  run(call, [&] { group_->broadcast(tensors, broadcast_options)->wait(); });
   const auto received = tensors[0].cpu();
   std::memcpy(order.data(), received.data_ptr<int64_t>(), order.size() * sizeof(int64_t));
   return order;

@@ -105,8 +105,10 @@ class Collectives {
   std::vector<at::Tensor> all_gather(const at::Tensor& tensor);
   at::Tensor broadcast(const at::Tensor& tensor, int src);
   std::string broadcast(const std::string& value, int src);
-  // Fabric::shard's collective: rank 0's `order` on every rank.
-  std::vector<int64_t> broadcast_shard_order(std::vector<int64_t> order);
+  // Fabric::shard's and Fabric::shuffle's collective: rank 0's `order` on
+  // every rank. `call` ("fabric.shard()" or "fabric.shuffle()") names it in
+  // the monitor and in the error every rank throws when the lengths differ.
+  std::vector<int64_t> broadcast_order(std::vector<int64_t> order, const char* call);
   void barrier(const std::string& name);
 
  private:

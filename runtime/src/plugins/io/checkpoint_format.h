@@ -35,6 +35,16 @@ struct SchedulerSteps : torch::optim::LRScheduler {
   static unsigned& of(torch::optim::LRScheduler& scheduler) { return scheduler.*(&SchedulerSteps::step_count_); }
 };
 
+// This rank's default generators as a fabric::RandomState saves them: the
+// streams every rank draws in lockstep, and this rank's own streams
+// (Fabric::per_rank_random; undefined while never used).
+struct LocalGeneratorStates {
+  torch::Tensor cpu;
+  torch::Tensor cuda;  // undefined unless the rank runs on CUDA
+  torch::Tensor own_cpu;
+  torch::Tensor own_cuda;
+};
+
 // Every rank's default generator states, gathered (a collective).
 // Also every rank's text of each per-rank entry (a program's generator),
 // by the entry's position in the State.
@@ -42,11 +52,15 @@ struct RandomStates {
   int64_t world_size = 1;
   std::vector<torch::Tensor> cpu;
   std::vector<torch::Tensor> cuda;  // empty unless the ranks run on CUDA
+  // Every rank's own streams (empty tensors for ranks that never used
+  // them); empty with one process.
+  std::vector<torch::Tensor> own_cpu;
+  std::vector<torch::Tensor> own_cuda;
   std::map<size_t, std::vector<std::string>> per_rank;
 };
-// Collective: the default generators (if the State has a RandomState) and
-// the per-rank entries of every rank.
-RandomStates gather_random_states(Fabric& fabric, const State& state);
+// Collective: the default generators (if the State has a RandomState; this
+// rank's are `local`) and the per-rank entries of every rank.
+RandomStates gather_random_states(Fabric& fabric, const State& state, const LocalGeneratorStates& local);
 
 // How write_state_archive writes: a module entry through `write_module`;
 // with `all_entries` false only module and optimizer entries (the other

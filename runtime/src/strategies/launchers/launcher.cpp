@@ -482,6 +482,19 @@ void restore_stdout_at_launch() {
 
 void start_local_ranks(const ProcessPlacement& self) {
   const std::vector<std::string> arguments = own_command_line();
+  // Rank 0 gets the variables the other ranks are started with, as torchrun
+  // gives every rank: code that splits its work by RANK and WORLD_SIZE
+  // itself (written for a launcher) agrees on every rank. Set before any
+  // thread of the job starts; the children's are built from scratch.
+  const auto set = [](const char* name, const std::string& value) { ::setenv(name, value.c_str(), 1); };
+  set("RANK", std::to_string(self.global_rank));
+  set("LOCAL_RANK", std::to_string(self.local_rank));
+  set("WORLD_SIZE", std::to_string(self.world_size));
+  set("LOCAL_WORLD_SIZE", std::to_string(self.local_world_size));
+  set("NODE_RANK", std::to_string(self.node_rank));
+  set("GROUP_RANK", std::to_string(self.node_rank));
+  set("MASTER_ADDR", self.master_addr);
+  set("MASTER_PORT", std::to_string(self.master_port));
   LaunchState::instance().start_children(self, 1, "/proc/self/exe", arguments, {});
 }
 
