@@ -66,7 +66,8 @@ const ValueDecl* declOf(const Expr* e) {
   if (!e) return nullptr;
   if (const auto* ref = dyn_cast<DeclRefExpr>(e)) return ref->getDecl();
   if (const auto* member = dyn_cast<MemberExpr>(e)) return member->getMemberDecl();
-  if (const auto* op = dyn_cast<CXXOperatorCallExpr>(e); op && (op->getOperator() == OO_Star || op->getOperator() == OO_Arrow))
+  if (const auto* op = dyn_cast<CXXOperatorCallExpr>(e);
+      op && (op->getOperator() == OO_Star || op->getOperator() == OO_Arrow))
     return declOf(op->getArg(0));
   if (const auto* op = dyn_cast<UnaryOperator>(e); op && op->getOpcode() == UO_Deref) return declOf(op->getSubExpr());
   return nullptr;
@@ -282,7 +283,8 @@ bool writes(const Stmt& s, const ValueDecl* decl) {
     const CXXMethodDecl* method = call->getMethodDecl();
     if (!method || declOf(call->getImplicitObjectArgument()) != decl) return false;
     llvm::StringRef name = method->getName();
-    return isMutatingContainerMethod(name) || (isTensor(method->getThisType()->getPointeeType()) && isInPlaceTensorMethod(name));
+    return isMutatingContainerMethod(name) ||
+           (isTensor(method->getThisType()->getPointeeType()) && isInPlaceTensorMethod(name));
   }
   if (const auto* call = dyn_cast<CallExpr>(&s)) {
     std::string name = qualifiedName(calleeOf(*call));
@@ -305,10 +307,11 @@ bool writtenIn(const Stmt* s, const ValueDecl* decl) {
 // torch::randn, torch::randint, x.normal_(), torch::multinomial...
 bool isTorchDraw(const Stmt& s) {
   static const std::set<std::string> functions = {
-      "torch::rand",      "torch::randn",    "torch::randint",    "torch::randperm",  "torch::rand_like",
-      "torch::randn_like", "torch::randint_like", "torch::normal", "torch::bernoulli", "torch::multinomial",
-      "torch::poisson",   "at::rand",        "at::randn",         "at::randint",      "at::randperm",
-      "at::normal",       "at::bernoulli",   "at::multinomial",   "at::poisson",      "at::rand_like",
+      "torch::rand",      "torch::randn",       "torch::randint",      "torch::randperm",
+      "torch::rand_like", "torch::randn_like",  "torch::randint_like", "torch::normal",
+      "torch::bernoulli", "torch::multinomial", "torch::poisson",      "at::rand",
+      "at::randn",        "at::randint",        "at::randperm",        "at::normal",
+      "at::bernoulli",    "at::multinomial",    "at::poisson",         "at::rand_like",
       "at::randn_like",   "at::randint_like"};
   if (const auto* call = dyn_cast<CXXMemberCallExpr>(&s)) {
     const CXXMethodDecl* method = call->getMethodDecl();
@@ -490,8 +493,8 @@ void classifyUse(const DeclRefExpr& ref, const Stmt& body, const std::set<const 
       uses.accesses.push_back(subscript->getBase());
       return;
     }
-    if (const auto* call = dyn_cast<CallExpr>(parent); call && !isa<CXXMemberCallExpr>(call) &&
-                                                       !isa<CXXOperatorCallExpr>(call)) {
+    if (const auto* call = dyn_cast<CallExpr>(parent);
+        call && !isa<CXXMemberCallExpr>(call) && !isa<CXXOperatorCallExpr>(call)) {
       std::string name = qualifiedName(calleeOf(*call));
       if (name == "std::min" || name == "std::max" || name == "printf" || name == "std::printf") {
         if (name.find("printf") != std::string::npos) return;
@@ -551,7 +554,8 @@ void classifyUse(const DeclRefExpr& ref, const Stmt& body, const std::set<const 
       uses.problem = "the counter decides what the loop does";
       return;
     }
-    if (const auto* conditional = dyn_cast<ConditionalOperator>(parent); conditional && child == conditional->getCond()) {
+    if (const auto* conditional = dyn_cast<ConditionalOperator>(parent);
+        conditional && child == conditional->getCond()) {
       // `i + bs < n ? i + bs : n` inside an index: go on up.
       child = parent;
       continue;
@@ -632,8 +636,9 @@ bool tryIndexRange(const ForStmt& loop, ASTContext& context, LoopPlan& plan) {
     return false;
   }
   // The type as written (`int64_t`, `size_t`, `auto`).
-  std::string type = counter->getTypeSourceInfo() ? textOf(counter->getTypeSourceInfo()->getTypeLoc().getSourceRange(), context)
-                                                  : counter->getType().getAsString();
+  std::string type = counter->getTypeSourceInfo()
+                         ? textOf(counter->getTypeSourceInfo()->getTypeLoc().getSourceRange(), context)
+                         : counter->getType().getAsString();
   bool deduced = isa<AutoType>(counter->getType().getTypePtr()) || type == "auto";
   std::string valueType = deduced ? counter->getType().getAsString() : type;
   std::string end = endOf(loop.getCond(), *counter, step.empty(), valueType, context);
@@ -669,7 +674,8 @@ bool tryIndexRange(const ForStmt& loop, ASTContext& context, LoopPlan& plan) {
       if (!declaration) return;
       for (const Decl* d : declaration->decls()) {
         const auto* var = dyn_cast<VarDecl>(d);
-        if (!var || positions.count(var) || indexes.count(var) || !var->getInit() || !mentions(var->getInit(), positions))
+        if (!var || positions.count(var) || indexes.count(var) || !var->getInit() ||
+            !mentions(var->getInit(), positions))
           continue;
         QualType type = var->getType();
         if (type->isIntegerType() || type->isPointerType()) {
@@ -800,8 +806,7 @@ bool mentionsRank(const Stmt& loop, ASTContext& context) {
       }
     if (const auto* call = dyn_cast<CallExpr>(&s)) {
       std::string name = qualifiedName(calleeOf(*call));
-      if (name == "fabric::global_rank" || name == "fabric::world_size" || name == "fabric::shard")
-        found = true;
+      if (name == "fabric::global_rank" || name == "fabric::world_size" || name == "fabric::shard") found = true;
       if (name == "getenv" || name == "std::getenv")
         for (const Expr* arg : call->arguments())
           if (const auto* text = dyn_cast<StringLiteral>(strip(arg)))
@@ -809,8 +814,8 @@ bool mentionsRank(const Stmt& loop, ASTContext& context) {
     }
     if (const auto* ref = dyn_cast<DeclRefExpr>(&s)) {
       std::string name = llvm::StringRef(ref->getDecl()->getNameAsString()).lower();
-      if ((name == "rank" || name == "world_size" || name == "world" || name == "local_rank" ||
-           name == "global_rank" || name == "num_replicas" || name == "nranks" || name == "num_ranks") &&
+      if ((name == "rank" || name == "world_size" || name == "world" || name == "local_rank" || name == "global_rank" ||
+           name == "num_replicas" || name == "nranks" || name == "num_ranks") &&
           !ref->getDecl()->getType()->isRecordType())
         found = true;
     }
@@ -879,24 +884,27 @@ bool runsBackward(const Stmt& loop, ASTContext& context) {
   walk(bodyOf(loop), [&](const Stmt& s) { found = found || isBackwardCall(s); });
   if (found) return true;
   std::set<const FunctionDecl*> seen;
-  forEachCalledBody(bodyOf(loop), context, 2, seen, [&](const Stmt& body) {
-    walk(&body, [&](const Stmt& s) { found = found || isBackwardCall(s); });
-  });
+  forEachCalledBody(bodyOf(loop), context, 2, seen,
+                    [&](const Stmt& body) { walk(&body, [&](const Stmt& s) { found = found || isBackwardCall(s); }); });
   return found;
 }
 
 bool isInnermostTrainingLoop(const Stmt& loop, ASTContext& context) {
   if (!isLoop(loop) || !runsBackward(loop, context)) return false;
   bool inner = false;
-  walk(bodyOf(loop), [&](const Stmt& s) {
+  auto visit = [&](const Stmt& s) {
     if (!inner && &s != &loop && isLoop(s) && runsBackward(s, context)) inner = true;
-  });
+  };
+  walk(bodyOf(loop), visit);
+  // A loop over epochs that calls train_epoch(), whose own loop trains.
+  std::set<const FunctionDecl*> seen;
+  forEachCalledBody(bodyOf(loop), context, 2, seen, [&](const Stmt& body) { walk(&body, visit); });
   return !inner;
 }
 
 bool isShardedPlan(const LoopPlan& plan) {
-  return plan.kind == LoopPlan::FabricLoader || plan.kind == LoopPlan::IndexRange ||
-         plan.kind == LoopPlan::Elements || plan.kind == LoopPlan::OwnLoader;
+  return plan.kind == LoopPlan::FabricLoader || plan.kind == LoopPlan::IndexRange || plan.kind == LoopPlan::Elements ||
+         plan.kind == LoopPlan::OwnLoader;
 }
 
 namespace {
@@ -926,15 +934,17 @@ bool classifyData(const Stmt& loop, ASTContext& context, LoopPlan& plan) {
   }
   if (const auto* forLoop = dyn_cast<ForStmt>(&loop); forLoop && tryIndexRange(*forLoop, context, plan)) {
     if (plan.kind == LoopPlan::NeedsPerson)
-      plan.edit = "Give each rank its part of the loop: `for (<counter> : fabric.shard_range<T>(<first>, <end>, "
-                  "<step>))` (this rank's values, strided, the same count on every rank), and keep anything else "
-                  "the counter decides on a counter of its own.";
+      plan.edit =
+          "Give each rank its part of the loop: `for (<counter> : fabric.shard_range<T>(<first>, <end>, "
+          "<step>))` (this rank's values, strided, the same count on every rank), and keep anything else "
+          "the counter decides on a counter of its own.";
     return true;
   }
   if (const auto* range = dyn_cast<CXXForRangeStmt>(&loop); range && tryElements(*range, context, plan)) {
     if (plan.kind == LoopPlan::NeedsPerson)
-      plan.edit = "Split data every rank holds alike with `fabric.shard_elements(container)` where it is iterated "
-                  "(for a template, where the container is known), or draw per-rank data in the loops around it.";
+      plan.edit =
+          "Split data every rank holds alike with `fabric.shard_elements(container)` where it is iterated "
+          "(for a template, where the container is known), or draw per-rank data in the loops around it.";
     return plan.kind != LoopPlan::NotData;
   }
   if (const CXXRecordDecl* loader = ownLoaderClassOf(loop, context)) {
@@ -980,9 +990,8 @@ static bool runsModel(const Stmt& loop, ASTContext& context) {
   walk(bodyOf(loop), [&](const Stmt& s) { found = found || isModuleCall(s); });
   if (found) return true;
   std::set<const FunctionDecl*> seen;
-  forEachCalledBody(bodyOf(loop), context, 2, seen, [&](const Stmt& body) {
-    walk(&body, [&](const Stmt& s) { found = found || isModuleCall(s); });
-  });
+  forEachCalledBody(bodyOf(loop), context, 2, seen,
+                    [&](const Stmt& body) { walk(&body, [&](const Stmt& s) { found = found || isModuleCall(s); }); });
   return found;
 }
 
@@ -1066,17 +1075,20 @@ const LoopPlan& planFor(const Stmt& loop, ASTContext& context) {
       plan.kind = LoopPlan::NeedsPerson;
       plan.reason = "it draws its data from " + drawsIn(*scope, context).front() +
                     ", seeded alike on every rank, and the tool does not see where it is seeded";
-      plan.edit = "Seed it per rank after fabric.launch(): `std::srand(seed + fabric.global_rank())`, or the "
-                  "engine's seed plus `fabric.global_rank()`.";
+      plan.edit =
+          "Seed it per rank after fabric.launch(): `std::srand(seed + fabric.global_rank())`, or the "
+          "engine's seed plus `fabric.global_rank()`.";
     }
     return done();
   }
   std::string whole = wholeDataRead(loop, context);
   if (!whole.empty()) {
     plan.kind = LoopPlan::NeedsPerson;
-    plan.reason = "every step reads all of `" + whole + "` (full-batch training): every rank computes the same gradient";
+    plan.reason =
+        "every step reads all of `" + whole + "` (full-batch training): every rank computes the same gradient";
     plan.edit = "Give each rank its rows before the loop, e.g. `" + whole + " = " + whole +
-                ".index_select(0, fabric.shard(torch::arange(" + whole + ".size(0))))` (and the same rows of its "
+                ".index_select(0, fabric.shard(torch::arange(" + whole +
+                ".size(0))))` (and the same rows of its "
                 "targets), so each rank's gradient covers its part and their average the whole.";
     return done();
   }
@@ -1084,16 +1096,19 @@ const LoopPlan& planFor(const Stmt& loop, ASTContext& context) {
   if (const CXXRecordDecl* source = batchSourceClassOf(loop, context)) {
     plan.reason = "it reads its batches from `" + source->getNameAsString() +
                   "`, a class of the project's own whose code the tool does not see here";
-    plan.edit = "Migrate the files that define it too (it is then sharded where it is defined if it walks a list "
-                "of indices), or give each rank its share there: `indices = fabric::shard(all_indices);` after it "
-                "makes each epoch's order.";
+    plan.edit =
+        "Migrate the files that define it too (it is then sharded where it is defined if it walks a list "
+        "of indices), or give each rank its share there: `indices = fabric::shard(all_indices);` after it "
+        "makes each epoch's order.";
     return done();
   }
-  plan.reason = "it does not read its batches from a data loader, an index over data, a container or random draws "
-                "the tool recognizes";
-  plan.edit = "Wrap the data in a torch::data::Dataset and iterate fabric.setup_dataloader(dataset, batch_size), or "
-              "have each rank take the batches i with i % fabric.world_size() == fabric.global_rank() "
-              "(fabric.shard_range), or draw them per rank (fabric.per_rank_random()).";
+  plan.reason =
+      "it does not read its batches from a data loader, an index over data, a container or random draws "
+      "the tool recognizes";
+  plan.edit =
+      "Wrap the data in a torch::data::Dataset and iterate fabric.setup_dataloader(dataset, batch_size), or "
+      "have each rank take the batches i with i % fabric.world_size() == fabric.global_rank() "
+      "(fabric.shard_range), or draw them per rank (fabric.per_rank_random()).";
   return done();
 }
 
@@ -1241,7 +1256,6 @@ std::vector<std::string> drawsIn(const Stmt& scopeLoop, ASTContext& context) {
   return names;
 }
 
-
 bool drawsFromLibTorch(const Stmt& scopeLoop, ASTContext& context) {
   for (const Stmt* draw : unsharedDraws(scopeLoop, context))
     if (isTorchDraw(*draw)) return true;
@@ -1346,8 +1360,7 @@ std::vector<SourceEdit> perRankEngineSeeds(const Stmt& scopeLoop, ASTContext& co
   std::set<const ValueDecl*> engines;
   enginesDrawnIn(bodyOf(scopeLoop), engines);
   std::set<const FunctionDecl*> seen;
-  forEachCalledBody(bodyOf(scopeLoop), context, 2, seen,
-                    [&](const Stmt& body) { enginesDrawnIn(&body, engines); });
+  forEachCalledBody(bodyOf(scopeLoop), context, 2, seen, [&](const Stmt& body) { enginesDrawnIn(&body, engines); });
   const std::string rank = "fabric::global_rank()";
   // `rand()` drawn: the `srand(s)` before the loop, in this function.
   bool drawsRand = false;
@@ -1400,7 +1413,7 @@ std::vector<SourceEdit> perRankEngineSeeds(const Stmt& scopeLoop, ASTContext& co
     bool usedBefore = false;
     walk(function->getBody(), [&](const Stmt& s) {
       if (usedBefore || !sm.isBeforeInTranslationUnit(sm.getExpansionLoc(s.getBeginLoc()),
-                                                       sm.getExpansionLoc(scopeLoop.getBeginLoc())))
+                                                      sm.getExpansionLoc(scopeLoop.getBeginLoc())))
         return;
       std::set<const ValueDecl*> drawn;
       if (isa<CallExpr>(s)) enginesDrawnIn(&s, drawn);
@@ -1413,7 +1426,8 @@ std::vector<SourceEdit> perRankEngineSeeds(const Stmt& scopeLoop, ASTContext& co
       const auto* call = dyn_cast<CXXMemberCallExpr>(&s);
       if (call && call->getMethodDecl() && call->getMethodDecl()->getName() == "seed" && call->getNumArgs() == 1 &&
           declOf(call->getImplicitObjectArgument()) == engine &&
-          sm.isBeforeInTranslationUnit(sm.getExpansionLoc(s.getBeginLoc()), sm.getExpansionLoc(scopeLoop.getBeginLoc())))
+          sm.isBeforeInTranslationUnit(sm.getExpansionLoc(s.getBeginLoc()),
+                                       sm.getExpansionLoc(scopeLoop.getBeginLoc())))
         seedCall = call;
     });
     if (seedCall) {
@@ -1436,8 +1450,8 @@ std::vector<SourceEdit> perRankEngineSeeds(const Stmt& scopeLoop, ASTContext& co
       } else if (!construct || construct->getNumArgs() == 0) {
         // `std::mt19937 gen;`: its default seed, plus the rank.
         std::string type = textOf(var->getTypeSourceInfo()->getTypeLoc().getSourceRange(), context);
-        SourceLocation name = Lexer::getLocForEndOfToken(sm.getExpansionLoc(var->getLocation()), 0, sm,
-                                                         context.getLangOpts());
+        SourceLocation name =
+            Lexer::getLocForEndOfToken(sm.getExpansionLoc(var->getLocation()), 0, sm, context.getLangOpts());
         if (type == "auto") continue;
         out.push_back({name, name, "(" + type + "::default_seed + " + rank + ")"});
       }
@@ -1514,8 +1528,8 @@ const CXXRecordDecl* loaderLikeClassOf(const Stmt& loop, ASTContext& context, bo
     if (sm.isInSystemHeader(sm.getExpansionLoc(record->getLocation()))) return;
     // The object lives across the loop's passes: declared before it.
     const ValueDecl* decl = baseDeclOf(object);
-    if (decl && sm.isBeforeInTranslationUnit(sm.getExpansionLoc(loop.getBeginLoc()),
-                                              sm.getExpansionLoc(decl->getLocation())))
+    if (decl &&
+        sm.isBeforeInTranslationUnit(sm.getExpansionLoc(loop.getBeginLoc()), sm.getExpansionLoc(decl->getLocation())))
       return;
     // A class that holds a list of indices or an order tensor.
     if (!needsIndexField) {
@@ -1655,7 +1669,8 @@ const LoaderClassPlan& randomSamplerPlan(const CXXRecordDecl& record, const std:
       if (mentionsGlobalRank(&argument) || (seededPerProcess(&argument) && !mentionsRand(&argument))) return;
       CharSourceRange range = Lexer::makeFileCharRange(CharSourceRange::getTokenRange(argument.getSourceRange()), sm,
                                                        context.getLangOpts());
-      if (range.isValid()) edits.push_back({range.getBegin(), range.getEnd(), operand(argument, context) + " + " + rank});
+      if (range.isValid())
+        edits.push_back({range.getBegin(), range.getEnd(), operand(argument, context) + " + " + rank});
     };
     size_t before = edits.size();
     for (const CXXMethodDecl* method : methods) {
@@ -1782,8 +1797,9 @@ const LoaderClassPlan& loaderClassPlan(const CXXRecordDecl& input, ASTContext& c
       plan.where = field->getLocation();
       plan.reason = "reads two lists of indices by position (`" + order->getNameAsString() + "`, `" +
                     field->getNameAsString() + "`)";
-      plan.edit = "take this rank's share of the one that orders the epoch where it is made: `order = "
-                  "fabric::shard(all_order);`";
+      plan.edit =
+          "take this rank's share of the one that orders the epoch where it is made: `order = "
+          "fabric::shard(all_order);`";
       return plan;
     }
     order = field;
@@ -1813,10 +1829,12 @@ const LoaderClassPlan& loaderClassPlan(const CXXRecordDecl& input, ASTContext& c
   std::string member = order->getNameAsString();
   std::string all = llvm::StringRef(member).starts_with("m_") ? "m_all_" + member.substr(2) : "all_" + member;
   bool tensorOrder = isTensor(order->getType());
-  std::string defaultEdit = "after the statement that makes each epoch's order, keep the full order in another member "
-                            "and give `" + member + "` this rank's share: `" + member + " = fabric::shard(" + all +
-                            ");` (<fabric/fabric.h>: rank 0's order, this rank's strided part; every rank the same "
-                            "count while training)";
+  std::string defaultEdit =
+      "after the statement that makes each epoch's order, keep the full order in another member "
+      "and give `" +
+      member + "` this rank's share: `" + member + " = fabric::shard(" + all +
+      ");` (<fabric/fabric.h>: rank 0's order, this rank's strided part; every rank the same "
+      "count while training)";
 
   // Every write of the order, by statement; the length it is made with.
   struct Write {
@@ -1907,8 +1925,7 @@ const LoaderClassPlan& loaderClassPlan(const CXXRecordDecl& input, ASTContext& c
                   defaultEdit);
   bool inPlace = false;
   for (const Write& w : orderWrites) inPlace = inPlace || w.kind == OrderWrite::Shuffle || w.kind == OrderWrite::Fill;
-  if (orderWrites.empty() && !orderInit)
-    return fail("does not make `" + member + "` in its own code", defaultEdit);
+  if (orderWrites.empty() && !orderInit) return fail("does not make `" + member + "` in its own code", defaultEdit);
 
   // The cursor: members the readers advance and read positions with.
   std::set<const ValueDecl*> cursors;
@@ -1968,7 +1985,8 @@ const LoaderClassPlan& loaderClassPlan(const CXXRecordDecl& input, ASTContext& c
       if (const auto* op = dyn_cast<BinaryOperator>(&s); op && op->isComparisonOp())
         sides = {op->getLHS(), op->getRHS()};
       // A position wrapped around the length: `order_[(cursor_ + k) % n]`.
-      if (const auto* op = dyn_cast<BinaryOperator>(&s); op && op->getOpcode() == BO_Rem && mentionsCursor(op->getLHS()))
+      if (const auto* op = dyn_cast<BinaryOperator>(&s);
+          op && op->getOpcode() == BO_Rem && mentionsCursor(op->getLHS()))
         sides = {op->getLHS(), op->getRHS()};
       if (const auto* call = dyn_cast<CallExpr>(&s)) {
         std::string name = qualifiedName(calleeOf(*call));
@@ -1995,8 +2013,8 @@ const LoaderClassPlan& loaderClassPlan(const CXXRecordDecl& input, ASTContext& c
         if (isa<IntegerLiteral>(strip(side))) continue;
         if (const auto* var = dyn_cast_or_null<VarDecl>(named); var && var->hasLocalStorage() && !isa<ParmVarDecl>(var))
           continue;
-        problem = "measures its epoch with `" + textOf(*side, context) + "`, which the tool cannot tie to the length of `" +
-                  member + "`";
+        problem = "measures its epoch with `" + textOf(*side, context) +
+                  "`, which the tool cannot tie to the length of `" + member + "`";
       }
     });
   }
@@ -2033,8 +2051,8 @@ const LoaderClassPlan& loaderClassPlan(const CXXRecordDecl& input, ASTContext& c
   // The edits.
   plan.clear = true;
   auto insertAfter = [&](const Stmt& statement, const std::string& text) {
-    SourceLocation end = Lexer::getLocForEndOfToken(sm.getExpansionLoc(statement.getEndLoc()), 0, sm,
-                                                    context.getLangOpts());
+    SourceLocation end =
+        Lexer::getLocForEndOfToken(sm.getExpansionLoc(statement.getEndLoc()), 0, sm, context.getLangOpts());
     // After the statement's `;` (its range stops before it).
     bool invalid = false;
     const char* at = sm.getCharacterData(end, &invalid);
@@ -2076,12 +2094,11 @@ const LoaderClassPlan& loaderClassPlan(const CXXRecordDecl& input, ASTContext& c
   } else {
     // The full order moves to a member of its own; each method that makes
     // it gives `order` this rank's share afterwards.
-    SourceLocation declEnd = Lexer::getLocForEndOfToken(sm.getExpansionLoc(order->getEndLoc()), 0, sm,
-                                                        context.getLangOpts());
+    SourceLocation declEnd =
+        Lexer::getLocForEndOfToken(sm.getExpansionLoc(order->getEndLoc()), 0, sm, context.getLangOpts());
     bool invalid = false;
     const char* at = sm.getCharacterData(declEnd, &invalid);
-    if (invalid || *at != ';')
-      return fail("declares `" + member + "` together with other members", defaultEdit);
+    if (invalid || *at != ';') return fail("declares `" + member + "` together with other members", defaultEdit);
     std::string type = textOf(order->getTypeSourceInfo()->getTypeLoc().getSourceRange(), context);
     plan.edits.push_back({declEnd.getLocWithOffset(1), declEnd.getLocWithOffset(1),
                           "\n" + edits::indentationAt(order->getBeginLoc(), sm) + type + " " + all +
@@ -2157,11 +2174,11 @@ const LoaderClassPlan& loaderClassPlan(const CXXRecordDecl& input, ASTContext& c
   return plan;
 }
 
-
 // fabric.randperm / fabric.shuffle in place of the draws of a loop's
 // permutations: every rank uses rank 0's.
 llvm::SmallVector<transformer::Edit, 1> agreementEdits(const std::vector<dataloops::Agreement>& agreements,
-                                          const std::string& fabric, const ast_matchers::MatchFinder::MatchResult& result) {
+                                                       const std::string& fabric,
+                                                       const ast_matchers::MatchFinder::MatchResult& result) {
   llvm::SmallVector<transformer::Edit, 1> out;
   const SourceManager& sm = *result.SourceManager;
   for (const dataloops::Agreement& agreement : agreements) {
@@ -2178,6 +2195,5 @@ llvm::SmallVector<transformer::Edit, 1> agreementEdits(const std::vector<dataloo
   }
   return out;
 }
-
 
 }  // namespace fabricize::dataloops

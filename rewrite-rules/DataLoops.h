@@ -145,15 +145,15 @@ llvm::SmallVector<clang::transformer::Edit, 1> agreementEdits(
 // and every place that measures the epoch by the data set's size (`cursor_ <
 // x_.size(0)`, `count_max = ceil(size / batch)`) measures it by the share.
 struct LoaderClassPlan {
-  bool clear = false;     // every edit below is known to be right
-  bool sharded = false;   // already calls fabric::shard (migrated code)
+  bool clear = false;    // every edit below is known to be right
+  bool sharded = false;  // already calls fabric::shard (migrated code)
   // No order: it draws each batch's indices at random from an engine of its
   // own (`member`), which the edits seed per rank.
   bool randomSampler = false;
-  std::string name;       // `DataLoader`
-  std::string member;     // the order member
-  std::string reason;     // !clear: why
-  std::string edit;       // !clear: what a person does
+  std::string name;    // `DataLoader`
+  std::string member;  // the order member
+  std::string reason;  // !clear: why
+  std::string edit;    // !clear: what a person does
   std::vector<SourceEdit> edits;
   clang::SourceLocation where;  // the order member's declaration
 };

@@ -19,9 +19,7 @@ using MatchResult = ast_matchers::MatchFinder::MatchResult;
 
 namespace {
 
-AST_MATCHER(Stmt, trainingLoopOfItsFunction) {
-  return dataloops::isTrainingDataLoop(Node, Finder->getASTContext());
-}
+AST_MATCHER(Stmt, trainingLoopOfItsFunction) { return dataloops::isTrainingDataLoop(Node, Finder->getASTContext()); }
 
 }  // namespace
 
@@ -47,8 +45,9 @@ Rule makeDataLoopRule() {
         return "loader class `" + plan.loaderClass->getNameAsString() +
                "`: sharded where the class is defined (fabric-shard-loader-class)";
       case dataloops::LoopPlan::PerRankDraws:
-        return std::string("per rank: the loop draws its own batches, each rank from its own stream "
-                           "(fabric.per_rank_random())");
+        return std::string(
+            "per rank: the loop draws its own batches, each rank from its own stream "
+            "(fabric.per_rank_random())");
       case dataloops::LoopPlan::NeedsPerson:
         return "needs a person: " + plan.reason;
       case dataloops::LoopPlan::Covered:

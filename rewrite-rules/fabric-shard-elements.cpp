@@ -21,7 +21,6 @@ using namespace clang::transformer;
 using namespace match;
 using MatchResult = ast_matchers::MatchFinder::MatchResult;
 
-
 namespace {
 AST_MATCHER(Stmt, plannedAsElements) {
   return dataloops::planFor(Node, Finder->getASTContext()).kind == dataloops::LoopPlan::Elements;

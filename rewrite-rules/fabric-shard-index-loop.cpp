@@ -34,7 +34,6 @@ AST_MATCHER_P(Stmt, plannedAs, dataloops::LoopPlan::Kind, kind) {
 
 }  // namespace
 
-
 Rule makeShardIndexLoopRule() {
   auto loop = forStmt(plannedAs(dataloops::LoopPlan::IndexRange), inFabricScope()).bind("loop");
   auto shard = [](const MatchResult& result) -> llvm::Expected<llvm::SmallVector<Edit, 1>> {

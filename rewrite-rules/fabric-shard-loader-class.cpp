@@ -38,8 +38,8 @@ AST_MATCHER(CXXRecordDecl, shardableLoaderClass) {
 }  // namespace
 
 Rule makeShardLoaderClassRule() {
-  auto record = cxxRecordDecl(isDefinition(), unless(isExpansionInSystemHeader()), shardableLoaderClass())
-                    .bind("class");
+  auto record =
+      cxxRecordDecl(isDefinition(), unless(isExpansionInSystemHeader()), shardableLoaderClass()).bind("class");
   auto shard = [](const MatchResult& result) -> llvm::Expected<llvm::SmallVector<Edit, 1>> {
     const auto* record = result.Nodes.getNodeAs<CXXRecordDecl>("class");
     const dataloops::LoaderClassPlan& plan = dataloops::loaderClassPlan(*record, *result.Context);
@@ -68,13 +68,13 @@ Rule makeShardLoaderClassRule() {
            "` (rank 0's order, every world_size()-th index from its rank; the same count on every rank while "
            "training, every index once in an evaluation), and the class measures its epoch by that share";
   });
-  return {"fabric-shard-loader-class", "+",
-          "Shard a DataLoader class of the project's own where it is defined: the index list it fills, shuffles and "
-          "reads by a cursor gives each rank its share (`indices_ = fabric::shard(all_indices_);` after each place "
-          "that makes the epoch's order), and the epoch is measured by that share.",
-          RuleKind::Rewrite,
-          makeRule(record, flatten(shard, addInclude(node("class"), "fabric/fabric.h", IncludeFormat::Angled)),
-                   explain)};
+  return {
+      "fabric-shard-loader-class", "+",
+      "Shard a DataLoader class of the project's own where it is defined: the index list it fills, shuffles and "
+      "reads by a cursor gives each rank its share (`indices_ = fabric::shard(all_indices_);` after each place "
+      "that makes the epoch's order), and the epoch is measured by that share.",
+      RuleKind::Rewrite,
+      makeRule(record, flatten(shard, addInclude(node("class"), "fabric/fabric.h", IncludeFormat::Angled)), explain)};
 }
 
 }  // namespace fabricize
