@@ -82,7 +82,7 @@ class Fabric {
   torch::Tensor step(torch::optim::Optimizer& optimizer, torch::optim::Optimizer::LossClosure closure);
   template <class T>
   ShardRange<T> shard_range(T begin, typename type_identity<T>::type end, typename type_identity<T>::type step = 1);
-  template <class Container> ShardElements<std::remove_reference_t<Container>> shard_elements(Container&& c);
+  template <class Container> ShardElements<Container> shard_elements(Container&& c);
   template <class RandomIt, class URBG> void shuffle(RandomIt first, RandomIt last, URBG&& g);
   torch::Tensor randperm(int64_t n, torch::TensorOptions options = torch::kLong);
   template <class Index> std::vector<Index> shard(std::vector<Index> indices, bool pad = true);
