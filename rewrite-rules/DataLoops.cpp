@@ -719,7 +719,7 @@ bool tryIndexRange(const ForStmt& loop, ASTContext& context, LoopPlan& plan) {
     }
   });
   if (!uses.problem.empty() || uses.accesses.empty()) {
-    if (uses.accesses.empty() && uses.problem.empty()) return false;  // a step counter: not an index loop
+    if (uses.accesses.empty()) return false;  // a step counter: not an index loop
     plan.kind = LoopPlan::NeedsPerson;
     plan.reason = uses.problem + ": after sharding it would hold this rank's positions, not a count of its steps";
     return true;
@@ -793,7 +793,7 @@ bool tryElements(const CXXForRangeStmt& loop, ASTContext& context, LoopPlan& pla
 // Whether the loop already splits its work by rank (by hand, or migrated).
 bool drawsFromRankSeededEngine(const Stmt& loop, ASTContext& context);
 
-bool mentionsRank(const Stmt& loop, ASTContext& context) {
+bool mentionsRank(const Stmt& loop) {
   bool found = false;
   walk(&loop, [&](const Stmt& s) {
     if (const auto* call = dyn_cast<CXXMemberCallExpr>(&s))
@@ -820,7 +820,6 @@ bool mentionsRank(const Stmt& loop, ASTContext& context) {
         found = true;
     }
   });
-  (void)context;
   return found;
 }
 
@@ -924,7 +923,7 @@ bool classifyData(const Stmt& loop, ASTContext& context, LoopPlan& plan) {
       return true;
     }
   }
-  if (mentionsRank(loop, context) || (plan.training && drawsFromRankSeededEngine(loop, context))) {
+  if (mentionsRank(loop) || (plan.training && drawsFromRankSeededEngine(loop, context))) {
     plan.kind = LoopPlan::AlreadySharded;
     return true;
   }
@@ -1090,6 +1089,19 @@ const LoopPlan& planFor(const Stmt& loop, ASTContext& context) {
                 ".index_select(0, fabric.shard(torch::arange(" + whole +
                 ".size(0))))` (and the same rows of its "
                 "targets), so each rank's gradient covers its part and their average the whole.";
+    return done();
+  }
+  // Nothing the loop calls could hand it a batch (it trains on a fixed
+  // input made in the loop): no data to split.
+  bool possibleSource = false;
+  walk(bodyOf(loop), [&](const Stmt& s) {
+    const auto* call = dyn_cast<CallExpr>(&s);
+    if (!call || isModuleCall(s) || call->getType()->isVoidType()) return;
+    const FunctionDecl* callee = calleeOf(*call);
+    if (callee && !isLibTorchOrStd(*callee) && !isa<CXXOperatorCallExpr>(call)) possibleSource = true;
+  });
+  if (!possibleSource) {
+    plan.reason = "it reads no data per step (a fixed input made in the loop)";
     return done();
   }
   plan.kind = LoopPlan::NeedsPerson;
@@ -1964,7 +1976,6 @@ const LoaderClassPlan& loaderClassPlan(const CXXRecordDecl& input, ASTContext& c
     llvm::StringRef name = call->getMethodDecl()->getName();
     return name == "size" || name == "numel";
   };
-  std::string shareLength = tensorOrder ? (std::string("this->") == "" ? "" : "") : "";
   auto lengthOfShare = [&](const Expr& like) {
     // Spelled as the class spells the order: `this->idx`, `indices_`.
     std::string prefix = textOf(like, context).find("this->") != std::string::npos ? "this->" : "";
@@ -2069,7 +2080,6 @@ const LoaderClassPlan& loaderClassPlan(const CXXRecordDecl& input, ASTContext& c
     if (!text.slice(lineStart, offset).trim().empty()) return " " + code;
     return "\n" + edits::indentationAt(statement.getBeginLoc(), sm) + code;
   };
-  std::string self = "";
   auto spelledOrder = [&](const Stmt& near) {
     bool viaThis = false;
     walk(&near, [&](const Stmt& s) {
@@ -2169,8 +2179,6 @@ const LoaderClassPlan& loaderClassPlan(const CXXRecordDecl& input, ASTContext& c
         Lexer::makeFileCharRange(CharSourceRange::getTokenRange(use->getSourceRange()), sm, context.getLangOpts());
     plan.edits.push_back({range.getBegin(), range.getEnd(), lengthOfShare(*use)});
   }
-  (void)shareLength;
-  (void)self;
   return plan;
 }
 

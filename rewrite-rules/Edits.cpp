@@ -353,6 +353,26 @@ Edit statementBefore(const Stmt& before, const std::string& statement, const Sou
   return edit;
 }
 
+SourceLocation beforeLeadingComments(SourceLocation at, const SourceManager& sm) {
+  // In a macro's argument: where it is spelled; in a macro's body: as it is.
+  if (at.isMacroID()) {
+    if (!sm.isMacroArgExpansion(at)) return at;
+    at = sm.getSpellingLoc(at);
+  }
+  auto [file, offset] = sm.getDecomposedLoc(at);
+  llvm::StringRef text = sm.getBufferData(file);
+  size_t position = offset;
+  for (;;) {
+    size_t before = position;
+    while (before > 0 && (text[before - 1] == ' ' || text[before - 1] == '\t')) --before;
+    if (before < 2 || text.substr(before - 2, 2) != "*/") break;
+    size_t open = text.substr(0, before - 2).rfind("/*");
+    if (open == llvm::StringRef::npos || text.slice(open, before).contains('\n')) break;
+    position = open;
+  }
+  return at.getLocWithOffset(static_cast<int>(position) - static_cast<int>(offset));
+}
+
 ASTEdit removeStatement(std::string id) { return changeTo(statement(std::move(id)), cat("")); }
 
 static bool isInteger(const std::string& text) {

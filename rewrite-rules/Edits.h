@@ -76,6 +76,11 @@ clang::transformer::ASTEdit standaloneEdit(clang::transformer::ASTEdit edit);
 clang::transformer::Edit statementBefore(const clang::Stmt& before, const std::string& statement,
                                          const clang::SourceManager& sm);
 
+// `at`, moved before the block comments that lead it on its line
+// (`f(/*loss=*/x)`: before `/*loss=*/`), so an argument inserted there does
+// not take the next one's label.
+clang::SourceLocation beforeLeadingComments(clang::SourceLocation at, const clang::SourceManager& sm);
+
 // Removes a whole statement; the engine also removes its line when nothing
 // else is on it.
 clang::transformer::ASTEdit removeStatement(std::string id);

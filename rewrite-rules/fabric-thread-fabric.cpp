@@ -65,7 +65,9 @@ EditGenerator addMember() {
 EditGenerator addParameter() {
   return [](const MatchResult& result) -> llvm::Expected<llvm::SmallVector<Edit, 1>> {
     const auto* ctor = result.Nodes.getNodeAs<CXXConstructorDecl>("ctor");
-    if (ctor->getNumParams() > 0) return insertion(ctor->getParamDecl(0)->getBeginLoc(), "fabric::Fabric& fabric, ");
+    if (ctor->getNumParams() > 0)
+      return insertion(edits::beforeLeadingComments(ctor->getParamDecl(0)->getBeginLoc(), *result.SourceManager),
+                       "fabric::Fabric& fabric, ");
     FunctionTypeLoc type = ctor->getFunctionTypeLoc();
     if (!type) return llvm::SmallVector<Edit, 1>();
     return insertion(type.getLParenLoc().getLocWithOffset(1), "fabric::Fabric& fabric");
@@ -92,7 +94,8 @@ EditGenerator passFabric() {
     const auto* construct = result.Nodes.getNodeAs<CXXConstructExpr>("construct");
     std::string name = edits::fabricNameAt(result);
     if (construct->getNumArgs() > 0 && !isa<CXXDefaultArgExpr>(construct->getArg(0)))
-      return insertion(construct->getArg(0)->getBeginLoc(), name + ", ");
+      return insertion(edits::beforeLeadingComments(construct->getArg(0)->getBeginLoc(), *result.SourceManager),
+                       name + ", ");
     SourceRange parens = construct->getParenOrBraceRange();
     if (parens.isValid()) return insertion(parens.getBegin().getLocWithOffset(1), name);
     // Constructed with no parentheses: `Classifier clf;`, `new Classifier;`
@@ -145,7 +148,10 @@ EditGenerator addFunctionParameter() {
                          threading::displayName(*function), function->isThisDeclarationADefinition(), ""};
     fact.external = function->isExternallyVisible();
     if (function->getNumParams() > 0)
-      return withFact(insertion(function->getParamDecl(0)->getBeginLoc(), "fabric::Fabric& fabric, "), fact);
+      return withFact(
+          insertion(edits::beforeLeadingComments(function->getParamDecl(0)->getBeginLoc(), *result.SourceManager),
+                    "fabric::Fabric& fabric, "),
+          fact);
     FunctionTypeLoc type = function->getFunctionTypeLoc();
     if (!type) return llvm::SmallVector<Edit, 1>();
     // `f()` or `f(void)`: the parameter replaces whatever is between the parentheses.
@@ -166,7 +172,9 @@ EditGenerator passFabricToFunction() {
                          false, ""};
     std::string name = edits::fabricNameAt(result);
     if (call->getNumArgs() > 0 && !isa<CXXDefaultArgExpr>(call->getArg(0)))
-      return withFact(insertion(call->getArg(0)->getBeginLoc(), name + ", "), fact);
+      return withFact(
+          insertion(edits::beforeLeadingComments(call->getArg(0)->getBeginLoc(), *result.SourceManager), name + ", "),
+          fact);
     return withFact(insertion(call->getRParenLoc(), name), fact);
   };
 }
@@ -231,7 +239,9 @@ Rule makeThreadFabricRule() {
   EditGenerator passFabricToFactory = [](const MatchResult& result) -> llvm::Expected<llvm::SmallVector<Edit, 1>> {
     const auto* call = result.Nodes.getNodeAs<CallExpr>("factory");
     std::string name = edits::fabricNameAt(result);
-    if (call->getNumArgs() > 0) return insertion(call->getArg(0)->getBeginLoc(), name + ", ");
+    if (call->getNumArgs() > 0)
+      return insertion(edits::beforeLeadingComments(call->getArg(0)->getBeginLoc(), *result.SourceManager),
+                       name + ", ");
     return insertion(call->getRParenLoc(), name);
   };
   auto function = functionDecl(threadableFunction(), unless(isInstantiated())).bind("function");

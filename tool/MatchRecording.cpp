@@ -9,6 +9,20 @@ namespace fabricize {
 
 using namespace clang;
 
+namespace {
+
+// Whether every macro location of `range` is in a macro's argument spelled
+// in a file (`FZ_STMT(Trainer trainer(model))`), not in its body.
+bool inMacroArguments(SourceRange range, const SourceManager& sm) {
+  for (SourceLocation at : {range.getBegin(), range.getEnd()}) {
+    if (at.isFileID()) continue;
+    if (!sm.isMacroArgExpansion(at) || !sm.getSpellingLoc(at).isFileID()) return false;
+  }
+  return range.getBegin().isMacroID() || range.getEnd().isMacroID();
+}
+
+}  // namespace
+
 std::optional<RecordedMatch> recordMatch(const Rule& rule, size_t ruleIndex,
                                          const ast_matchers::MatchFinder::MatchResult& result,
                                          const RecordingScope& scope) {
@@ -29,8 +43,13 @@ std::optional<RecordedMatch> recordMatch(const Rule& rule, size_t ruleIndex,
   match.ruleId = rule.id;
   match.where = sm.getExpansionLoc(rootRange.getBegin());
   if (match.where.isInvalid() || !editable(match.where)) return std::nullopt;
+  // The Fabric passed where a class is constructed, or a function called,
+  // in an argument of a macro (`CHECK(Trainer trainer(model))`): its tokens
+  // are the file's own, and the class or function takes the Fabric either
+  // way (a construction left without it would not compile).
+  const bool threadingInMacroArgument = rule.id == kThreadingRuleId && inMacroArguments(rootRange, sm);
   // Never edit inside a macro expansion: report it instead.
-  if (match::inMacroExpansion(rootRange, sm)) {
+  if (match::inMacroExpansion(rootRange, sm) && !threadingInMacroArgument) {
     if (scope.factsOnly) return std::nullopt;
     match.explanation = "not migrated: the code is inside a macro expansion (" + explanation + "); migrate it by hand";
     match.skipped = true;
@@ -62,6 +81,12 @@ std::optional<RecordedMatch> recordMatch(const Rule& rule, size_t ruleIndex,
     }
     if (match.factOnly) continue;
     SourceLocation begin = edit.Range.getBegin();
+    SourceLocation endLocation = edit.Range.getEnd();
+    if (threadingInMacroArgument && begin.isMacroID() && sm.isMacroArgExpansion(begin) &&
+        endLocation.isMacroID() == begin.isMacroID()) {
+      begin = sm.getSpellingLoc(begin);
+      endLocation = endLocation.isMacroID() ? sm.getSpellingLoc(endLocation) : endLocation;
+    }
     if (!begin.isFileID() || !editable(begin)) continue;
     auto [file, offset] = sm.getDecomposedLoc(begin);
     if (edit.Kind == transformer::EditKind::AddInclude) {
@@ -69,7 +94,7 @@ std::optional<RecordedMatch> recordMatch(const Rule& rule, size_t ruleIndex,
       if (rule.kind == RuleKind::Rewrite) match.includeFiles.push_back(file);
       continue;
     }
-    unsigned end = sm.getDecomposedLoc(edit.Range.getEnd()).second;
+    unsigned end = sm.getDecomposedLoc(endLocation).second;
     if ((end == offset && edit.Replacement.empty()) || rule.kind != RuleKind::Rewrite) {
       // A no-op edit marks what a person must look at: the finding goes there.
       match.reportOnly = true;

@@ -49,6 +49,12 @@
 // Fabric at every call; so does the helper it calls, and a factory that makes
 // a Trainer through std::make_unique. A function used as a callback cannot
 // get it: what needed it there is an error finding, left as it was.
+// RUN: %migrate %S/Inputs/thread-labelled-arguments.cpp -- %flags > %t.labelled.cpp
+// RUN: FileCheck %s --check-prefix=LABELLED --input-file=%t.labelled.cpp
+// LABELLED: {{^}}void report(fabric::Fabric& fabric, /*epoch=*/int epoch, double loss) {
+// LABELLED: {{^}}  explicit Trainer(fabric::Fabric& fabric, torch::nn::Linear model) : fabric_(fabric), model_(model), optimizer_(model_->parameters(), 0.1) {{{$}}
+// LABELLED: {{^}}    report(fabric, /*epoch=*/epoch, /*loss=*/loss.item<double>());{{$}}
+// LABELLED: {{^}}  CHECKED(Trainer trainer(fabric, model));{{$}}
 // RUN: rm -rf %t.fn && mkdir -p %t.fn && cp -r %S/Inputs/thread-functions %t.fn/project
 // RUN: %fabricize %t.fn/project/train.cpp %t.fn/project/main.cpp -o %t.fn/out -- %flags 2> %t.fn/err; test $? -eq 1
 // RUN: FileCheck %s --input-file=%t.fn/out/train.h --check-prefix=FN-HEADER
