@@ -11,7 +11,7 @@ batches), and what each rank processed (the runtime's share records: items
 per pass on each rank, and each rank's backward passes). Not a test: the
 ratio moves with the machine's load; rounds alternate the runs.
 
-  bench/data_sharding.py --fabricize build/bin/fabricize --fabric-dir build [--rounds 2] [--quick]
+  bench/data_sharding.py --fabricize build/bin/fabricize --fabric-dir build [--rounds 2] [--small-steps] [--quick]
 """
 import argparse
 import json
@@ -26,16 +26,17 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 E2E = os.path.join(ROOT, "test", "e2e", "run_e2e.py")
 
-# name, source, arguments (full, quick), how the ranks share the work
+# name, source, arguments (compute-bound, small steps, quick), how the ranks
+# share the work. Arguments: epochs (steps), samples, hidden width, batch.
 PROGRAMS = [
     ("mlp", os.path.join(HERE, "data_sharding", "repo", "projects", "mlp"),
-     ["4", "16384", "256"], ["1", "512", "32"], "split",
+     ["12", "32768", "512", "2048"], ["3", "16384", "256", "64"], ["1", "512", "32", "64"], "split",
      "a project folder of a repository, batches from utils/'s loader class (sharded where it is defined)"),
     ("hand_sliced", os.path.join(HERE, "data_sharding", "hand_sliced", "train.cpp"),
-     ["4", "16384", "256"], ["1", "512", "32"], "split",
+     ["12", "32768", "512", "2048"], ["3", "16384", "256", "64"], ["1", "512", "32", "64"], "split",
      "whole data-set tensors sliced by hand over a per-epoch permutation (fabric.shard_range, fabric.randperm)"),
     ("randint", os.path.join(HERE, "data_sharding", "randint", "train.cpp"),
-     ["1200", "16384", "256"], ["100", "512", "32"], "per_rank",
+     ["200", "32768", "512", "2048"], ["800", "16384", "256", "64"], ["100", "512", "32", "64"], "per_rank",
      "random batches drawn each step (fabric.per_rank_random): each rank its own, as many steps"),
 ]
 
@@ -71,6 +72,8 @@ def main():
     parser.add_argument("--fabric-dir", required=True, help="the build (or install) folder with FabricConfig.cmake")
     parser.add_argument("--work", default=None, help="default: <fabric-dir>/bench-data-sharding")
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--small-steps", action="store_true",
+                        help="small models and batches (64): a step too short for the gradient all-reduce to hide")
     parser.add_argument("--quick", action="store_true", help="tiny sizes (a dry run of the bench itself)")
     args = parser.parse_args()
     work = os.path.abspath(args.work or os.path.join(args.fabric_dir, "bench-data-sharding"))
@@ -91,8 +94,8 @@ def main():
         binaries = json.load(f)
 
     rows = []
-    for name, _, full, quick, share, what in PROGRAMS:
-        argv = quick if args.quick else full
+    for name, _, full, small, quick, share, what in PROGRAMS:
+        argv = quick if args.quick else small if args.small_steps else full
         times = {1: [], 2: []}
         shares = {}
         for round_ in range(args.rounds):

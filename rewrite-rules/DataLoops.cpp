@@ -1669,9 +1669,23 @@ namespace {
 const LoaderClassPlan& randomSamplerPlan(const CXXRecordDecl& record, const std::vector<const CXXMethodDecl*>& methods,
                                          ASTContext& context, LoaderClassPlan& plan) {
   const SourceManager& sm = context.getSourceManager();
+  // Drawn where the class hands out a batch or plays a step (operator(),
+  // next, *batch*, *sample*, step, reset, act, get): a data set that draws
+  // itself once in a generate() keeps its seed (the same data on every rank).
   std::set<const ValueDecl*> drawn;
-  for (const CXXMethodDecl* method : methods)
-    if (!isa<CXXConstructorDecl>(method)) enginesDrawnIn(method->getBody(), drawn);
+  std::vector<std::string> where;
+  for (const CXXMethodDecl* method : methods) {
+    if (isa<CXXConstructorDecl>(method)) continue;
+    std::string name =
+        method->isOverloadedOperator() ? "operator()" : llvm::StringRef(method->getNameAsString()).lower();
+    bool handsOut = name == "operator()" || name == "step" || name == "reset" || name == "act" || name == "get" ||
+                    name.find("next") != std::string::npos || name.find("batch") != std::string::npos ||
+                    name.find("sample") != std::string::npos;
+    if (!handsOut) continue;
+    size_t before = drawn.size();
+    enginesDrawnIn(method->getBody(), drawn);
+    if (drawn.size() > before) where.push_back(method->getNameAsString());
+  }
   std::vector<SourceEdit> edits;
   std::string engineName;
   for (const FieldDecl* field : record.fields()) {
@@ -1706,6 +1720,7 @@ const LoaderClassPlan& randomSamplerPlan(const CXXRecordDecl& record, const std:
   plan.where = record.getLocation();
   plan.member = engineName;
   plan.randomSampler = true;
+  for (const std::string& method : where) plan.reason += (plan.reason.empty() ? "" : ", ") + method;
   plan.clear = true;
   plan.edits = edits;
   return plan;

@@ -62,8 +62,9 @@ Rule makeShardLoaderClassRule() {
     const auto* record = result.Nodes.getNodeAs<CXXRecordDecl>("class");
     const dataloops::LoaderClassPlan& plan = dataloops::loaderClassPlan(*record, *result.Context);
     if (plan.randomSampler)
-      return "loader class `" + plan.name + "`: it draws each batch at random with `" + plan.member +
-             "`, now seeded per rank (+ fabric::global_rank()): each rank draws batches of its own";
+      return "class `" + plan.name + "`: it draws at random with `" + plan.member + "` (in " + plan.reason +
+             "), now seeded per rank (+ fabric::global_rank()): each rank draws batches, or plays episodes, of its "
+             "own";
     return "loader class `" + plan.name + "`: each rank reads its share of `" + plan.member +
            "` (rank 0's order, every world_size()-th index from its rank; the same count on every rank while "
            "training, every index once in an evaluation), and the class measures its epoch by that share";

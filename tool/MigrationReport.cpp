@@ -192,10 +192,12 @@ double ReportSummary::automaticShare() const {
 }
 
 std::string loaderClassNamed(const std::string& explanation) {
-  const std::string prefix = "loader class `";
-  if (explanation.rfind(prefix, 0) != 0) return "";
-  size_t end = explanation.find('`', prefix.size());
-  return end == std::string::npos ? "" : explanation.substr(prefix.size(), end - prefix.size());
+  for (const std::string prefix : {"loader class `", "class `"}) {
+    if (explanation.rfind(prefix, 0) != 0) continue;
+    size_t end = explanation.find('`', prefix.size());
+    return end == std::string::npos ? "" : explanation.substr(prefix.size(), end - prefix.size());
+  }
+  return "";
 }
 
 DataLoopEntry dataLoopOf(const std::string& file, unsigned line, const std::string& note,

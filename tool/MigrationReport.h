@@ -50,7 +50,8 @@ struct MigrationReportData {
 // sharded that class anywhere in the project (`shardedLoaderClasses`).
 DataLoopEntry dataLoopOf(const std::string& file, unsigned line, const std::string& note,
                          const std::vector<std::string>& shardedLoaderClasses);
-// The class name in fabric-shard-loader-class's explanation ("loader class `X`: ..."), or "".
+// The class name in fabric-shard-loader-class's explanation ("loader class
+// `X`: ...", "class `X`: ..." for one that draws at random), or "".
 std::string loaderClassNamed(const std::string& explanation);
 
 // Which kind a finding is: not understood (code inside a macro, a source

@@ -22,6 +22,8 @@
 // HEADER-NEXT: {{^}}  std::vector<size_t> all_idx;  // every rank's order; idx holds this rank's share{{$}}
 // HEADER: {{^}}  std::vector<size_t> order_;{{$}}
 // HEADER-NEXT: {{^}}  std::vector<size_t> all_order_;
+// A data set drawing its samples once keeps its seed.
+// HEADER: {{^}}  explicit NoisyTable(unsigned seed) : gen_(seed) {}{{$}}
 // The loader the tool cannot shard keeps its one member.
 // HEADER: {{^}}class StepLoader {{{$}}
 // HEADER-NOT: all_
@@ -52,6 +54,9 @@
 // SOURCE: {{^}}void RingLoader::reset() { std::shuffle(all_order_.begin(), all_order_.end(), rng_); order_ = fabric::shard(all_order_); }{{$}}
 // SOURCE: {{^}}    const size_t id = order_[(cursor_ + k) % order_.size()];{{$}}
 // SOURCE-LABEL: StepLoader::StepLoader(
+// SOURCE-NOT: fabric
+// SOURCE: {{^}}RandomLoader::RandomLoader(const Samples& ds, size_t bs, unsigned seed) : ds_(ds), bs_(bs), gen_(seed + fabric::global_rank()) {}{{$}}
+// SOURCE-LABEL: void NoisyTable::generate(
 // SOURCE-NOT: fabric
 //
 // The evaluation over IndexLoader (defined in loader.cpp) sums its share.

@@ -1,5 +1,5 @@
 // Whole data-set tensors sliced by hand over a permutation drawn per epoch.
-//   train [epochs] [samples] [hidden]
+//   train [epochs] [samples] [hidden] [batch]
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -10,7 +10,7 @@ int main(int argc, char** argv) {
   const int epochs = argc > 1 ? std::atoi(argv[1]) : 3;
   const int64_t n = argc > 2 ? std::atoll(argv[2]) : 4096;
   const int64_t hidden = argc > 3 ? std::atoll(argv[3]) : 256;
-  const int64_t batch_size = 64;
+  const int64_t batch_size = argc > 4 ? std::atoll(argv[4]) : 64;
   torch::manual_seed(2);
   torch::Device device = torch::cuda::is_available() ? torch::kCUDA : torch::kCPU;
   auto X = torch::randn({n, 32});

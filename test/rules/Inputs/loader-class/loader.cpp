@@ -109,3 +109,21 @@ bool StepLoader::next(Batch& batch) {
   batch = {torch::stack(xs), torch::stack(ys)};
   return true;
 }
+
+RandomLoader::RandomLoader(const Samples& ds, size_t bs, unsigned seed) : ds_(ds), bs_(bs), gen_(seed) {}
+
+Batch RandomLoader::next_batch() {
+  std::uniform_int_distribution<size_t> pick(0, ds_.size() - 1);
+  std::vector<torch::Tensor> xs, ys;
+  for (size_t k = 0; k < bs_; ++k) {
+    const size_t id = pick(gen_);
+    xs.push_back(ds_.get(id));
+    ys.push_back(ds_.label(id));
+  }
+  return {torch::stack(xs), torch::stack(ys)};
+}
+
+void NoisyTable::generate(size_t n) {
+  std::normal_distribution<float> noise(0.f, 1.f);
+  for (size_t i = 0; i < n; ++i) rows_.push_back(torch::tensor({static_cast<int64_t>(noise(gen_) * 100)}));
+}

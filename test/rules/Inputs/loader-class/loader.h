@@ -72,6 +72,32 @@ class RingLoader {
   std::mt19937 rng_{7};
 };
 
+// Batches of random samples, drawn with an engine of its own seeded by its
+// maker: seeded per rank (each rank draws its own batches).
+class RandomLoader {
+ public:
+  RandomLoader(const Samples& ds, size_t bs, unsigned seed);
+  Batch next_batch();
+
+ private:
+  const Samples& ds_;
+  size_t bs_;
+  std::mt19937 gen_;
+};
+
+// A data set that draws its samples once, in generate(): its engine keeps
+// its seed (the same data on every rank).
+class NoisyTable {
+ public:
+  explicit NoisyTable(unsigned seed) : gen_(seed) {}
+  void generate(size_t n);
+  torch::Tensor get(size_t i) const { return rows_[i]; }
+
+ private:
+  std::mt19937 gen_;
+  std::vector<torch::Tensor> rows_;
+};
+
 // Its epoch is a number of steps it was given, not the data's length.
 class StepLoader {
  public:

@@ -1,5 +1,5 @@
 // A classifier trained through the repository's own loader class.
-//   train_mlp [epochs] [samples] [hidden]
+//   train_mlp [epochs] [samples] [hidden] [batch]
 #include <torch/torch.h>
 
 #include <cstdio>
@@ -21,11 +21,12 @@ int main(int argc, char** argv) {
   const int epochs = argc > 1 ? std::atoi(argv[1]) : 3;
   const int64_t samples = argc > 2 ? std::atoll(argv[2]) : 4096;
   const int64_t hidden = argc > 3 ? std::atoll(argv[3]) : 256;
+  const size_t batch_size = argc > 4 ? std::strtoull(argv[4], nullptr, 10) : 64;
   std::srand(1);
   torch::manual_seed(1);
   torch::Device device = torch::cuda::is_available() ? torch::kCUDA : torch::kCPU;
   data::Table table(samples, 32, 10, 7);
-  data::TableLoader loader(table, 64, /*shuffle_=*/true);
+  data::TableLoader loader(table, batch_size, /*shuffle_=*/true);
   auto model = std::make_shared<Net>(32, hidden, 10);
   model->to(device);
   torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(0.05).momentum(0.9));
