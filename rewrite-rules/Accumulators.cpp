@@ -1,6 +1,6 @@
 #include "Accumulators.h"
 
-#include "Types.h"
+#include "Statements.h"
 
 #include "clang/AST/ExprCXX.h"
 #include "clang/AST/StmtCXX.h"
@@ -15,25 +15,12 @@ using namespace clang;
 
 namespace {
 
-bool isTensor(QualType type) {
-  const auto* record = type.getNonReferenceType()->getAsCXXRecordDecl();
-  return record && (match::derivesFrom(*record, "at::Tensor") || match::derivesFrom(*record, "at::TensorBase"));
-}
-
-bool isLoop(const Stmt& s) { return isa<ForStmt>(s) || isa<WhileStmt>(s) || isa<DoStmt>(s) || isa<CXXForRangeStmt>(s); }
-
-const Stmt* bodyOf(const Stmt& loop) {
-  if (const auto* s = dyn_cast<ForStmt>(&loop)) return s->getBody();
-  if (const auto* s = dyn_cast<WhileStmt>(&loop)) return s->getBody();
-  if (const auto* s = dyn_cast<DoStmt>(&loop)) return s->getBody();
-  if (const auto* s = dyn_cast<CXXForRangeStmt>(&loop)) return s->getBody();
-  return nullptr;
-}
-
+using statements::isLoop;
+using statements::isTensorType;
+const Stmt* bodyOf(const Stmt& loop) { return statements::loopBody(loop); }
+// A lambda's body runs when it is called, not here.
 void walk(const Stmt* s, const std::function<void(const Stmt&)>& visit) {
-  if (!s || isa<LambdaExpr>(s)) return;  // a lambda's body runs when it is called, not here
-  visit(*s);
-  for (const Stmt* child : s->children()) walk(child, visit);
+  statements::forEach(s, visit, /*intoLambdas=*/false);
 }
 
 }  // namespace
@@ -129,7 +116,7 @@ std::vector<const VarDecl*> accumulatorsOf(const Stmt& loop, const Stmt& functio
   std::vector<const VarDecl*> result;
   for (const VarDecl* var : accumulated) {
     QualType type = var->getType();
-    if (assigned.count(var) || !(type->isArithmeticType() || isTensor(type))) continue;
+    if (assigned.count(var) || !(type->isArithmeticType() || isTensorType(type))) continue;
     if (!sm.isBeforeInTranslationUnit(sm.getExpansionLoc(var->getLocation()), loopBegin)) continue;
     if (!declaredForOnePass(*var, loop, context)) continue;
     // Read after the loop, and not reduced there already.

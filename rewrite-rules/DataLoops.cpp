@@ -3,6 +3,8 @@
 #include "Edits.h"
 #include "Matchers.h"
 #include "Accumulators.h"
+#include "RankValues.h"
+#include "Statements.h"
 #include "Types.h"
 
 #include "clang/AST/ExprCXX.h"
@@ -23,25 +25,11 @@ namespace {
 
 // --- Small pieces of the AST ---------------------------------------------------
 
-bool isLoop(const Stmt& s) { return isa<ForStmt, WhileStmt, DoStmt, CXXForRangeStmt>(s); }
-
-const Stmt* bodyOf(const Stmt& loop) {
-  if (const auto* s = dyn_cast<ForStmt>(&loop)) return s->getBody();
-  if (const auto* s = dyn_cast<WhileStmt>(&loop)) return s->getBody();
-  if (const auto* s = dyn_cast<DoStmt>(&loop)) return s->getBody();
-  if (const auto* s = dyn_cast<CXXForRangeStmt>(&loop)) return s->getBody();
-  return nullptr;
-}
-
+using statements::isLoop;
+const Stmt* bodyOf(const Stmt& loop) { return statements::loopBody(loop); }
 // Every statement under `s`, a lambda's body included (it may run here).
 void walk(const Stmt* s, const std::function<void(const Stmt&)>& visit) {
-  if (!s) return;
-  visit(*s);
-  if (const auto* lambda = dyn_cast<LambdaExpr>(s)) {
-    walk(lambda->getBody(), visit);
-    return;
-  }
-  for (const Stmt* child : s->children()) walk(child, visit);
+  statements::forEach(s, visit, /*intoLambdas=*/true);
 }
 
 const Expr* strip(const Expr* e) {
@@ -139,10 +127,7 @@ std::string operand(const Expr& e, const ASTContext& context) {
   return "(" + text + ")";
 }
 
-bool isTensor(QualType type) {
-  const auto* record = type.getNonReferenceType()->getAsCXXRecordDecl();
-  return record && (match::derivesFrom(*record, "at::Tensor") || match::derivesFrom(*record, "at::TensorBase"));
-}
+bool isTensor(QualType type) { return statements::isTensorType(type); }
 
 // std::vector / std::deque / std::array (the containers shard_elements and
 // an index vector take), or a C array.
@@ -356,17 +341,31 @@ bool isSharedData(const ValueDecl* decl, const Stmt& loop, ASTContext& context, 
            !sm.isBeforeInTranslationUnit(sm.getExpansionLoc(range.getEnd()), at);
   };
   std::vector<Agreement> found;
+  const auto* var = dyn_cast<VarDecl>(decl);
+  // A permutation drawn in `s`, or rows taken in the order of one drawn just
+  // before (`Xs = X.index_select(0, perm)`, perm = torch::randperm(n)); no
+  // other draw.
   auto permutationsIn = [&](const Stmt* s) {
-    bool any = false;
-    walk(s, [&](const Stmt& inner) {
+    bool any = false, otherDraw = false;
+    auto visit = [&](const Stmt& inner) {
       if (isRandperm(inner)) {
         any = true;
         found.push_back({cast<Expr>(&inner), false});
+      } else if (isTorchDraw(inner)) {
+        otherDraw = true;
       }
+    };
+    walk(s, [&](const Stmt& inner) {
+      visit(inner);
+      if (const auto* ref = dyn_cast<DeclRefExpr>(&inner))
+        if (const auto* from = dyn_cast<VarDecl>(ref->getDecl());
+            from && from != var && from->hasLocalStorage() && !isa<ParmVarDecl>(from) && from->getInit())
+          walk(from->getInit(), [&](const Stmt& drawn) {
+            if (isRandperm(drawn)) visit(drawn);
+          });
     });
-    return any;
+    return any && !otherDraw;
   };
-  const auto* var = dyn_cast<VarDecl>(decl);
   bool local = var && var->hasLocalStorage() && !isa<ParmVarDecl>(var);
   if (local && declaredIn(loop)) return false;  // made per iteration
   bool otherWrites = false;
@@ -381,18 +380,35 @@ bool isSharedData(const ValueDecl* decl, const Stmt& loop, ASTContext& context, 
   if (writtenIn(bodyOf(loop), decl)) return false;
   // Written in the loops around it: fine only as a permutation drawn there
   // (`perm = torch::randperm(n)`, `std::shuffle(order...)`).
+  auto permutationWrite = [&](const Stmt& s) {
+    if (isStdShuffle(s)) {
+      found.push_back({cast<Expr>(&s), true});
+      return true;
+    }
+    const Expr* rhs = nullptr;
+    if (const auto* op = dyn_cast<CXXOperatorCallExpr>(&s); op && op->getOperator() == OO_Equal) rhs = op->getArg(1);
+    if (const auto* op = dyn_cast<BinaryOperator>(&s); op && op->getOpcode() == BO_Assign) rhs = op->getRHS();
+    return rhs && permutationsIn(rhs);
+  };
   for (const Stmt* around : outer)
     walk(bodyOf(*around), [&](const Stmt& s) {
       if (contains(loop, s, sm) || !writes(s, decl)) return;
-      if (isStdShuffle(s)) {
-        found.push_back({cast<Expr>(&s), true});
-        return;
-      }
-      const Expr* rhs = nullptr;
-      if (const auto* op = dyn_cast<CXXOperatorCallExpr>(&s); op && op->getOperator() == OO_Equal) rhs = op->getArg(1);
-      if (const auto* op = dyn_cast<BinaryOperator>(&s); op && op->getOpcode() == BO_Assign) rhs = op->getRHS();
-      if (!rhs || !permutationsIn(rhs)) otherWrites = true;
+      if (!permutationWrite(s)) otherWrites = true;
     });
+  // Made once before those loops, in this function: what it writes there is
+  // the same on every rank (a fill, a sort), except a permutation, which
+  // becomes rank 0's (`std::shuffle(idx...)` at the top of a train_epoch(),
+  // `auto perm = torch::randperm(n)`).
+  if (const FunctionDecl* function = functionOf(loop, context); function && function->getBody()) {
+    if (local && !declaredIn(*outermost) && var->getInit()) permutationsIn(var->getInit());
+    walk(function->getBody(), [&](const Stmt& s) {
+      if (contains(*outermost, s, sm) || !writes(s, decl) ||
+          !sm.isBeforeInTranslationUnit(sm.getExpansionLoc(s.getBeginLoc()),
+                                        sm.getExpansionLoc(outermost->getBeginLoc())))
+        return;
+      permutationWrite(s);
+    });
+  }
   if (otherWrites) {
     if (perRank) *perRank = true;
     return false;
@@ -434,12 +450,37 @@ bool isOutputStatement(const Stmt& s) {
 }
 
 // How the counter of an index loop is used: only to index data (and in
-// output). Fills `data` with what it indexes; `problem` with the first use
-// that is something else.
+// output).
 struct CounterUses {
   std::vector<const Expr*> accesses;  // the indexed objects
-  std::string problem;
+  std::string problem;                // the first use that is something else
+  // Handed to a lambda that indexes data with it: positions the tool sees
+  // read but does not split.
+  bool intoLambda = false;
 };
+
+// Whether `call` (a lambda's call) hands argument `index` to a parameter
+// the lambda indexes data with: `auto step = [&](int64_t i) { X.slice(0, i,
+// i + bs) ... }; step(i);`.
+bool lambdaIndexesWith(const CXXOperatorCallExpr& call, unsigned index) {
+  const auto* record = call.getArg(0)->getType().getNonReferenceType()->getAsCXXRecordDecl();
+  if (!record || !record->isLambda() || index == 0) return false;
+  const CXXMethodDecl* body = record->getLambdaCallOperator();
+  if (!body || !body->getBody() || index - 1 >= body->getNumParams()) return false;
+  const ParmVarDecl* param = body->getParamDecl(index - 1);
+  bool indexes = false;
+  walk(body->getBody(), [&](const Stmt& s) {
+    if (const auto* member = dyn_cast<CXXMemberCallExpr>(&s); member && member->getMethodDecl()) {
+      llvm::StringRef name = member->getMethodDecl()->getName();
+      if (name == "slice" || name == "narrow" || name == "index" || name == "index_select" || name == "select" ||
+          name == "at" || name == "get")
+        for (const Expr* arg : member->arguments()) indexes = indexes || mentions(arg, param);
+    }
+    if (const auto* op = dyn_cast<CXXOperatorCallExpr>(&s); op && op->getOperator() == OO_Subscript)
+      indexes = indexes || (op->getNumArgs() == 2 && mentions(op->getArg(1), param));
+  });
+  return indexes;
+}
 
 // Walks up from a reference of the counter (or a local derived from it) to
 // what uses it.
@@ -448,14 +489,17 @@ void classifyUse(const DeclRefExpr& ref, const Stmt& body, const std::set<const 
   const Stmt* child = &ref;
   for (int depth = 0; depth < 64; ++depth) {
     const Stmt* parent = parentStmt(*child, context);
-    if (!parent) return;
-    // A local initialized from the counter: its own uses are looked at.
-    if (const auto* declaration = dyn_cast<DeclStmt>(parent)) {
-      for (const Decl* d : declaration->decls())
-        if (const auto* var = dyn_cast<VarDecl>(d); var && derived.count(var)) return;
-      uses.problem = "the counter initializes `" + textOf(*parent, context) + "`";
+    if (!parent) {
+      // An initializer: its parent is the variable. A position or an index
+      // made from the counter has its own uses checked; anything else (a
+      // learning rate from the batch index) depends on the counter.
+      DynTypedNodeList parents = context.getParents(*child);
+      const auto* var = parents.empty() ? nullptr : parents[0].get<VarDecl>();
+      if (var && !derived.count(var) && uses.problem.empty())
+        uses.problem = "the counter initializes `" + var->getNameAsString() + "`";
       return;
     }
+
     if (const auto* call = dyn_cast<CXXMemberCallExpr>(parent)) {
       const CXXMethodDecl* method = call->getMethodDecl();
       const Expr* object = call->getImplicitObjectArgument();
@@ -470,6 +514,15 @@ void classifyUse(const DeclRefExpr& ref, const Stmt& body, const std::set<const 
       }
     }
     if (const auto* op = dyn_cast<CXXOperatorCallExpr>(parent)) {
+      if (op->getOperator() == OO_Call)
+        for (unsigned i = 1; i < op->getNumArgs(); ++i)
+          if (op->getArg(i) == child && lambdaIndexesWith(*op, i)) {
+            uses.intoLambda = true;
+            if (uses.problem.empty())
+              uses.problem = "the counter is handed to the lambda `" + textOf(*op->getArg(0), context) +
+                             "`, which indexes data with it";
+            return;
+          }
       if (op->getOperator() == OO_Subscript && op->getNumArgs() == 2 && child == op->getArg(1)) {
         uses.accesses.push_back(op->getArg(0));
         return;
@@ -485,7 +538,7 @@ void classifyUse(const DeclRefExpr& ref, const Stmt& body, const std::set<const 
         }
       }
       if (op->isAssignmentOp() && op->getNumArgs() > 0 && child == op->getArg(0)) {
-        uses.problem = "the loop writes the counter (`" + textOf(*parent, context) + "`)";
+        if (uses.problem.empty()) uses.problem = "the loop writes the counter (`" + textOf(*parent, context) + "`)";
         return;
       }
     }
@@ -507,18 +560,18 @@ void classifyUse(const DeclRefExpr& ref, const Stmt& body, const std::set<const 
           uses.accesses.push_back(argument);
           return;
         }
-      uses.problem = "the counter is passed to `" + name + "`";
+      if (uses.problem.empty()) uses.problem = "the counter is passed to `" + name + "`";
       return;
     }
     if (const auto* op = dyn_cast<BinaryOperator>(parent)) {
       if (op->isAssignmentOp() && child == op->getLHS()) {
-        uses.problem = "the loop writes the counter (`" + textOf(*parent, context) + "`)";
+        if (uses.problem.empty()) uses.problem = "the loop writes the counter (`" + textOf(*parent, context) + "`)";
         return;
       }
       if (op->isAssignmentOp()) {
         // `start = i * bs;` into a derived local is fine, anything else is not.
         if (const ValueDecl* target = declOf(op->getLHS()); target && derived.count(target)) return;
-        uses.problem = "the counter is stored (`" + textOf(*parent, context) + "`)";
+        if (uses.problem.empty()) uses.problem = "the counter is stored (`" + textOf(*parent, context) + "`)";
         return;
       }
       if (op->getType()->isPointerType() || op->getLHS()->getType()->isPointerType() ||
@@ -540,18 +593,19 @@ void classifyUse(const DeclRefExpr& ref, const Stmt& body, const std::set<const 
     if (const auto* op = dyn_cast<UnaryOperator>(parent); op && op->isIncrementDecrementOp()) {
       if (const auto* inner = dyn_cast_or_null<ForStmt>(parentStmt(*op, context)); inner && inner->getInc() == op)
         return;
-      uses.problem = "the loop writes the counter (`" + textOf(*parent, context) + "`)";
+      if (uses.problem.empty()) uses.problem = "the loop writes the counter (`" + textOf(*parent, context) + "`)";
       return;
     }
     // A condition: fine when what it guards only prints.
     if (const auto* branch = dyn_cast<IfStmt>(parent); branch && child == branch->getCond()) {
       if (isOutputStatement(*branch->getThen()) && (!branch->getElse() || isOutputStatement(*branch->getElse())))
         return;
-      uses.problem = "the counter decides what the loop does (`if (" + textOf(*branch->getCond(), context) + ")`)";
+      if (uses.problem.empty())
+        uses.problem = "the counter decides what the loop does (`if (" + textOf(*branch->getCond(), context) + ")`)";
       return;
     }
     if (isa<WhileStmt, DoStmt, ForStmt, SwitchStmt, ConditionalOperator>(parent) && !isa<Expr>(child)) {
-      uses.problem = "the counter decides what the loop does";
+      if (uses.problem.empty()) uses.problem = "the counter decides what the loop does";
       return;
     }
     if (const auto* conditional = dyn_cast<ConditionalOperator>(parent);
@@ -561,7 +615,7 @@ void classifyUse(const DeclRefExpr& ref, const Stmt& body, const std::set<const 
       continue;
     }
     if (parent == &body || isa<CompoundStmt>(parent)) {
-      uses.problem = "the counter is used in `" + textOf(*child, context) + "`";
+      if (uses.problem.empty()) uses.problem = "the counter is used in `" + textOf(*child, context) + "`";
       return;
     }
     child = parent;
@@ -688,9 +742,10 @@ bool tryIndexRange(const ForStmt& loop, ASTContext& context, LoopPlan& plan) {
       }
     });
   }
+  // Every use is looked at (a problem found first must not hide the data
+  // the loop reads after it).
   CounterUses uses;
   walk(body, [&](const Stmt& s) {
-    if (!uses.problem.empty()) return;
     const auto* ref = dyn_cast<DeclRefExpr>(&s);
     if (!ref) return;
     if (positions.count(ref->getDecl())) {
@@ -718,6 +773,11 @@ bool tryIndexRange(const ForStmt& loop, ASTContext& context, LoopPlan& plan) {
       parent = parentStmt(*parent, context);
     }
   });
+  if (uses.intoLambda) {
+    plan.kind = LoopPlan::NeedsPerson;
+    plan.reason = uses.problem + ": the tool splits positions the loop's own body reads";
+    return true;
+  }
   if (!uses.problem.empty() || uses.accesses.empty()) {
     if (uses.accesses.empty()) return false;  // a step counter: not an index loop
     plan.kind = LoopPlan::NeedsPerson;
@@ -793,6 +853,50 @@ bool tryElements(const CXXForRangeStmt& loop, ASTContext& context, LoopPlan& pla
 // Whether the loop already splits its work by rank (by hand, or migrated).
 bool drawsFromRankSeededEngine(const Stmt& loop, ASTContext& context);
 
+// A variable named like a rank or a world size, not a constant written in
+// the code (`const int rank = 4;` is a LoRA rank; `int rank = 0;` may be
+// set by MPI_Comm_rank later).
+bool isRankVariable(const ValueDecl& decl) {
+  std::string name = llvm::StringRef(decl.getNameAsString()).lower();
+  if (name != "rank" && name != "world_size" && name != "world" && name != "local_rank" && name != "global_rank" &&
+      name != "num_replicas" && name != "nranks" && name != "num_ranks")
+    return false;
+  if (decl.getType()->isRecordType()) return false;
+  if (const auto* var = dyn_cast<VarDecl>(&decl);
+      var && !isa<ParmVarDecl>(var) && (var->isConstexpr() || var->getType().isConstQualified()) && var->getInit() &&
+      var->getInit()->isIntegerConstantExpr(decl.getASTContext()))
+    return false;
+  return true;
+}
+
+// A rank used the way a loop splits its work by it: in the loop's header
+// (`i = rank; i < n; i += world_size`), in arithmetic or a comparison
+// (`i % world_size == rank`, `rank * n / world_size`), or as an index
+// (`chunks[rank]`); not handed to a function as a plain argument.
+bool splitsBy(const DeclRefExpr& ref, const Stmt& loop) {
+  auto inside = [&](const Stmt* part) {
+    bool found = false;
+    walk(part, [&](const Stmt& s) { found = found || &s == &ref; });
+    return found;
+  };
+  if (const auto* f = dyn_cast<ForStmt>(&loop);
+      f && (inside(f->getInit()) || inside(f->getCond()) || inside(f->getInc())))
+    return true;
+  if (const auto* w = dyn_cast<WhileStmt>(&loop); w && inside(w->getCond())) return true;
+  if (const auto* r = dyn_cast<CXXForRangeStmt>(&loop); r && inside(r->getRangeInit())) return true;
+  bool used = false;
+  walk(bodyOf(loop), [&](const Stmt& s) {
+    if (used) return;
+    if (const auto* op = dyn_cast<BinaryOperator>(&s);
+        op && (op->isMultiplicativeOp() || op->isAdditiveOp() || op->isComparisonOp()))
+      used = strip(op->getLHS()) == &ref || strip(op->getRHS()) == &ref;
+    if (const auto* subscript = dyn_cast<ArraySubscriptExpr>(&s)) used = strip(subscript->getIdx()) == &ref;
+    if (const auto* op = dyn_cast<CXXOperatorCallExpr>(&s); op && op->getOperator() == OO_Subscript)
+      used = op->getNumArgs() == 2 && strip(op->getArg(1)) == &ref;
+  });
+  return used;
+}
+
 bool mentionsRank(const Stmt& loop) {
   bool found = false;
   walk(&loop, [&](const Stmt& s) {
@@ -812,13 +916,8 @@ bool mentionsRank(const Stmt& loop) {
           if (const auto* text = dyn_cast<StringLiteral>(strip(arg)))
             found = found || text->getString().contains("RANK") || text->getString().contains("WORLD");
     }
-    if (const auto* ref = dyn_cast<DeclRefExpr>(&s)) {
-      std::string name = llvm::StringRef(ref->getDecl()->getNameAsString()).lower();
-      if ((name == "rank" || name == "world_size" || name == "world" || name == "local_rank" || name == "global_rank" ||
-           name == "num_replicas" || name == "nranks" || name == "num_ranks") &&
-          !ref->getDecl()->getType()->isRecordType())
-        found = true;
-    }
+    if (const auto* ref = dyn_cast<DeclRefExpr>(&s); ref && isRankVariable(*ref->getDecl()) && splitsBy(*ref, loop))
+      found = true;
   });
   return found;
 }
@@ -861,6 +960,356 @@ std::string wholeDataRead(const Stmt& loop, ASTContext& context) {
   return name;
 }
 
+// A module's forward: `model->forward(x)`, `model(x)`, through a call of
+// the project's (an evaluate_batch()).
+bool isModuleCall(const Stmt& s) {
+  if (const auto* call = dyn_cast<CXXMemberCallExpr>(&s)) {
+    const CXXMethodDecl* method = call->getMethodDecl();
+    return method && method->getName() == "forward" && match::derivesFrom(*method->getParent(), "torch::nn::Module");
+  }
+  if (const auto* call = dyn_cast<CXXOperatorCallExpr>(&s); call && call->getOperator() == OO_Call)
+    return match::isModuleType(call->getArg(0)->getType());
+  return false;
+}
+bool runsModel(const Stmt& loop, ASTContext& context) {
+  bool found = false;
+  walk(bodyOf(loop), [&](const Stmt& s) { found = found || isModuleCall(s); });
+  if (found) return true;
+  std::set<const FunctionDecl*> seen;
+  forEachCalledBody(bodyOf(loop), context, 2, seen,
+                    [&](const Stmt& body) { walk(&body, [&](const Stmt& s) { found = found || isModuleCall(s); }); });
+  return found;
+}
+
+// --- Whether every rank runs the loop's passes alike -----------------------------
+
+// `s` ends the loop's pass early: a `continue`, `break`, `return` or `goto`
+// that leaves it (not a `break` of a loop or switch inside, nor a lambda's
+// `return`).
+bool leavesPass(const Stmt* s) {
+  if (!s || isa<LambdaExpr>(s)) return false;
+  if (isa<ContinueStmt, BreakStmt, ReturnStmt, GotoStmt>(s)) return true;
+  if (isLoop(*s) || isa<SwitchStmt>(s)) {
+    bool leaves = false;
+    statements::forEach(
+        s, [&](const Stmt& n) { leaves = leaves || isa<ReturnStmt, GotoStmt>(n); }, /*intoLambdas=*/false);
+    return leaves;
+  }
+  for (const Stmt* child : s->children())
+    if (leavesPass(child)) return true;
+  return false;
+}
+
+// Variables declared in the loop: its counter or element, and its body's
+// locals (a structured binding's names included).
+std::set<const ValueDecl*> localsOf(const Stmt& loop) {
+  std::set<const ValueDecl*> locals;
+  walk(&loop, [&](const Stmt& s) {
+    if (const auto* declaration = dyn_cast<DeclStmt>(&s))
+      for (const Decl* d : declaration->decls()) {
+        if (const auto* var = dyn_cast<VarDecl>(d)) locals.insert(var);
+        if (const auto* decomposition = dyn_cast<DecompositionDecl>(d))
+          for (const BindingDecl* binding : decomposition->bindings()) locals.insert(binding);
+      }
+  });
+  return locals;
+}
+
+// Computed from this rank's batches or outputs; a variable the function
+// all-reduces by hand is the same on every rank.
+bool perRankValue(const Expr& e, ASTContext& context) {
+  return rankvalues::isPerRankValue(e, context, [&](const VarDecl& var) {
+    const FunctionDecl* function = match::enclosingFunction(DynTypedNode::create(var), context);
+    bool reduced = false;
+    if (function && function->getBody())
+      walk(function->getBody(), [&](const Stmt& s) { reduced = reduced || metrics::isReduction(s, var); });
+    return reduced;
+  });
+}
+
+// A pass skipped or the loop left on a test of the pass's own batch (`if
+// (x.size(0) < bs) continue;`): once the data is split, the ranks' batches
+// differ, and one rank would skip a backward pass the others run. A test on
+// a loss or an output is fabric-divergent-exit's finding, not this.
+const IfStmt* skipsOnItsBatch(const Stmt& loop, ASTContext& context) {
+  std::set<const ValueDecl*> locals = localsOf(loop);
+  const IfStmt* found = nullptr;
+  statements::forEach(
+      bodyOf(loop),
+      [&](const Stmt& s) {
+        const auto* branch = dyn_cast<IfStmt>(&s);
+        if (found || !branch || !branch->getCond() || !mentions(branch->getCond(), locals)) return;
+        if (perRankValue(*branch->getCond(), context)) return;
+        if (leavesPass(branch->getThen()) || leavesPass(branch->getElse())) found = branch;
+      },
+      /*intoLambdas=*/false);
+  return found;
+}
+
+// Whether `s` calls a function or method of the project's, or a lambda.
+bool callsProjectCode(const Stmt* s, ASTContext& context) {
+  bool found = false;
+  walk(s, [&](const Stmt& node) {
+    const auto* call = dyn_cast<CallExpr>(&node);
+    if (!call || found) return;
+    const FunctionDecl* callee = calleeOf(*call);
+    if (const auto* method = dyn_cast_or_null<CXXMethodDecl>(callee); method && method->getParent()->isLambda())
+      found = true;
+    else if (callee && !isLibTorchOrStd(*callee) && !isModuleCall(node) &&
+             !context.getSourceManager().isInSystemHeader(
+                 context.getSourceManager().getExpansionLoc(callee->getLocation())))
+      found = true;
+  });
+  return found;
+}
+
+// A loop that ends on what happens in it: a `while (!done)` whose flag an
+// environment's step sets, a `while (!env.finished())`, a `break` on such a
+// flag: run on each rank's own data (an episode each), its passes differ in
+// number between ranks. A counter or a bound every rank shares does not
+// (`while (step < max_steps)`), and a test on a loss is
+// fabric-divergent-exit's finding.
+bool endsOnItsOwnData(const Stmt& loop, ASTContext& context) {
+  const Expr* condition = nullptr;
+  if (const auto* w = dyn_cast<WhileStmt>(&loop)) condition = w->getCond();
+  if (const auto* d = dyn_cast<DoStmt>(&loop)) condition = d->getCond();
+  // What the pass computes from a call: `done = env.step(a)`, `bool done =
+  // step(...)`, `auto [obs, r, done] = env.step(a)`, `env.step(a, done)`.
+  std::set<const ValueDecl*> fromCalls;
+  walk(bodyOf(loop), [&](const Stmt& s) {
+    if (const auto* declaration = dyn_cast<DeclStmt>(&s))
+      for (const Decl* d : declaration->decls())
+        if (const auto* var = dyn_cast<VarDecl>(d); var && var->getInit() && isa<CallExpr>(strip(var->getInit()))) {
+          fromCalls.insert(var);
+          if (const auto* decomposition = dyn_cast<DecompositionDecl>(var))
+            for (const BindingDecl* binding : decomposition->bindings()) fromCalls.insert(binding);
+        }
+    const Expr *lhs = nullptr, *rhs = nullptr;
+    if (const auto* op = dyn_cast<BinaryOperator>(&s); op && op->isAssignmentOp()) {
+      lhs = op->getLHS();
+      rhs = op->getRHS();
+    } else if (const auto* op = dyn_cast<CXXOperatorCallExpr>(&s);
+               op && op->isAssignmentOp() && op->getNumArgs() == 2) {
+      lhs = op->getArg(0);
+      rhs = op->getArg(1);
+    }
+    if (lhs && isa_and_nonnull<CallExpr>(strip(rhs)))
+      if (const ValueDecl* target = declOf(lhs)) fromCalls.insert(target);
+    // Set through a non-const reference parameter.
+    if (const auto* call = dyn_cast<CallExpr>(&s); call && !isa<CXXOperatorCallExpr>(call))
+      if (const FunctionDecl* callee = calleeOf(*call))
+        for (unsigned i = 0; i < call->getNumArgs() && i < callee->getNumParams(); ++i) {
+          QualType param = callee->getParamDecl(i)->getType();
+          if (!param->isReferenceType() || param.getNonReferenceType().isConstQualified()) continue;
+          const Expr* arg = strip(call->getArg(i));
+          if (const auto* ref = dyn_cast<DeclRefExpr>(arg); ref && !ref->getType()->isRecordType())
+            fromCalls.insert(ref->getDecl());
+        }
+  });
+  // A training loop left on a loss or an output is fabric-divergent-exit's
+  // finding; a play loop (no backward) ends on its outputs as on its data.
+  bool training = runsBackward(loop, context);
+  auto endsOnData = [&](const Expr* test) {
+    if (!test || (training && perRankValue(*test, context))) return false;
+    return mentions(test, fromCalls) || (!isa<ForStmt>(loop) && test == condition && callsProjectCode(test, context));
+  };
+  if (endsOnData(condition)) return true;
+  bool early = false;
+  statements::forEach(
+      bodyOf(loop),
+      [&](const Stmt& s) {
+        if (const auto* branch = dyn_cast<IfStmt>(&s);
+            branch && (endsOnData(branch->getCond()) || callsProjectCode(branch->getCond(), context)) &&
+            !(training && perRankValue(*branch->getCond(), context)))
+          early = early || leavesPass(branch->getThen()) || leavesPass(branch->getElse());
+      },
+      /*intoLambdas=*/false);
+  return early;
+}
+
+// Why the number of the loop's passes may differ between ranks once each
+// plays its own data: the loop ends on its own data, or its bound is the
+// length of a list filled in a loop that does (an RL rollout played to its
+// end) or filled on a test. Empty when every rank runs as many passes.
+std::string differingPassCount(const Stmt& loop, ASTContext& context) {
+  if (!isa<ForStmt, CXXForRangeStmt>(loop) && endsOnItsOwnData(loop, context)) {
+    const Expr* condition = isa<WhileStmt>(loop) ? cast<WhileStmt>(loop).getCond() : cast<DoStmt>(loop).getCond();
+    return "it runs until what it plays ends (`" + textOf(*condition, context) + "`)";
+  }
+  const Stmt* bound = nullptr;
+  if (const auto* f = dyn_cast<ForStmt>(&loop)) bound = f->getCond();
+  if (const auto* r = dyn_cast<CXXForRangeStmt>(&loop)) bound = r->getRangeInit();
+  if (!bound) return "";
+  const FunctionDecl* function = functionOf(loop, context);
+  if (!function || !function->getBody()) return "";
+  const SourceManager& sm = context.getSourceManager();
+  std::set<const ValueDecl*> lists;
+  walk(bound, [&](const Stmt& s) {
+    if (const auto* var = dyn_cast_or_null<VarDecl>(baseDeclOf(dyn_cast<Expr>(&s)));
+        var && var->hasLocalStorage() && !isa<ParmVarDecl>(var))
+      lists.insert(var);
+  });
+  for (const ValueDecl* list : lists) {
+    bool differs = false;
+    walk(function->getBody(), [&](const Stmt& s) {
+      if (differs || contains(loop, s, sm) || !writes(s, list)) return;
+      const auto* call = dyn_cast<CXXMemberCallExpr>(&s);
+      if (!call || !call->getMethodDecl() || !isMutatingContainerMethod(call->getMethodDecl()->getName())) return;
+      // The loops around the write, up to the one that holds `loop` too.
+      DynTypedNode current = DynTypedNode::create(s);
+      for (int depth = 0; depth < 256 && !differs; ++depth) {
+        DynTypedNodeList parents = context.getParents(current);
+        if (parents.empty() || parents[0].get<FunctionDecl>() || parents[0].get<LambdaExpr>()) break;
+        const Stmt* parent = parents[0].get<Stmt>();
+        if (parent && contains(*parent, loop, sm)) break;
+        if (parent && (isa<IfStmt>(parent) || isa<ConditionalOperator>(parent))) differs = true;
+        if (parent && isLoop(*parent) && endsOnItsOwnData(*parent, context)) differs = true;
+        current = parents[0];
+      }
+    });
+    if (differs)
+      return "its bound (`" + textOf(*bound, context) + "`) is the length of `" + list->getNameAsString() +
+             "`, which each rank fills from its own play, to its own end";
+  }
+  return "";
+}
+
+// A summed loss read by a backward pass after the loop: `total.backward()`,
+// `fabric.backward(total / n)`, through locals made from it.
+bool feedsBackwardAfter(const VarDecl& sum, const Stmt& loop, const Stmt& functionBody, ASTContext& context) {
+  if (!isTensor(sum.getType())) return false;
+  const SourceManager& sm = context.getSourceManager();
+  auto after = [&](const Stmt& s) {
+    return sm.isBeforeInTranslationUnit(sm.getExpansionLoc(loop.getEndLoc()), sm.getExpansionLoc(s.getBeginLoc()));
+  };
+  std::set<const ValueDecl*> flows{&sum};
+  for (bool grew = true; grew;) {
+    grew = false;
+    walk(&functionBody, [&](const Stmt& s) {
+      if (!after(s)) return;
+      if (const auto* declaration = dyn_cast<DeclStmt>(&s))
+        for (const Decl* d : declaration->decls())
+          if (const auto* var = dyn_cast<VarDecl>(d);
+              var && !flows.count(var) && var->getInit() && mentions(var->getInit(), flows)) {
+            flows.insert(var);
+            grew = true;
+          }
+      const Expr *lhs = nullptr, *rhs = nullptr;
+      if (const auto* op = dyn_cast<BinaryOperator>(&s); op && op->isAssignmentOp()) {
+        lhs = op->getLHS();
+        rhs = op->getRHS();
+      } else if (const auto* op = dyn_cast<CXXOperatorCallExpr>(&s);
+                 op && op->isAssignmentOp() && op->getNumArgs() == 2) {
+        lhs = op->getArg(0);
+        rhs = op->getArg(1);
+      }
+      if (lhs && mentions(rhs, flows))
+        if (const ValueDecl* target = declOf(lhs); target && flows.insert(target).second) grew = true;
+    });
+  }
+  bool found = false;
+  walk(&functionBody, [&](const Stmt& s) { found = found || (after(s) && isBackwardCall(s) && mentions(&s, flows)); });
+  return found;
+}
+
+// The class of the object a call is made on: `loader.next()`,
+// `loader->next()`, `(*it)(batch)`, through std::unique_ptr / shared_ptr.
+const CXXRecordDecl* objectClass(const Expr* object) {
+  if (!object) return nullptr;
+  QualType type = object->getType().getNonReferenceType();
+  if (type->isPointerType()) type = type->getPointeeType();
+  const CXXRecordDecl* record = type->getAsCXXRecordDecl();
+  if (const Type* held = match::heldBy(type, "std::unique_ptr")) record = held->getAsCXXRecordDecl();
+  if (const Type* held = match::heldBy(type, "std::shared_ptr")) record = held->getAsCXXRecordDecl();
+  return record && record->hasDefinition() ? record->getDefinition() : nullptr;
+}
+
+// The calls in `s` made on an object of `record`.
+std::vector<const CallExpr*> callsOn(const Stmt* s, const CXXRecordDecl& record) {
+  std::vector<const CallExpr*> calls;
+  walk(s, [&](const Stmt& node) {
+    const Expr* object = nullptr;
+    if (const auto* call = dyn_cast<CXXMemberCallExpr>(&node)) object = call->getImplicitObjectArgument();
+    if (const auto* call = dyn_cast<CXXOperatorCallExpr>(&node); call && call->getOperator() == OO_Call)
+      object = call->getArg(0);
+    if (object && objectClass(object) == &record) calls.push_back(cast<CallExpr>(&node));
+  });
+  return calls;
+}
+
+// A call of a loader class's method that reads its order member (which holds
+// the share once the class is sharded: `num_batches()`, `size()`); `unseen`
+// for a method whose code is elsewhere.
+bool readsOrder(const CallExpr& call, const LoaderClassPlan& classPlan, bool unseen) {
+  const FunctionDecl* callee = calleeOf(call);
+  const FunctionDecl* body = callee ? callee->getDefinition() : nullptr;
+  if (!body || !body->getBody() || classPlan.member.empty()) return unseen;
+  bool reads = false;
+  walk(body->getBody(), [&](const Stmt& s) {
+    if (const auto* member = dyn_cast<MemberExpr>(&s))
+      reads = reads || member->getMemberDecl()->getNameAsString() == classPlan.member;
+  });
+  return reads;
+}
+
+// Whether a loop over a loader class's batches stops when this rank's share
+// runs out: it asks the loader in its condition (`while (loader(batch))`,
+// `while (it.has_next())`), leaves when the loader says so (`if
+// (!loader.next(b)) break;`), iterates it (`for (auto& b : loader)`), or
+// counts its passes with a method that measures the order (which holds the
+// share once the class is sharded: `b < loader.num_batches()`). A loop that
+// counts its own passes (`s < steps`, steps from the data set's size) would
+// ask for more batches than the share has.
+bool endsThroughLoader(const Stmt& loop, const CXXRecordDecl& record, const LoaderClassPlan& classPlan,
+                       ASTContext& context) {
+  if (isa<CXXForRangeStmt>(loop)) return true;
+  const CXXRecordDecl* definition = record.getDefinition() ? record.getDefinition() : &record;
+  // A method whose result follows the share, or one whose code is elsewhere
+  // (the class decides there).
+  auto measuresShare = [&](const CallExpr& call) { return readsOrder(call, classPlan, /*unseen=*/true); };
+  const Expr* condition = nullptr;
+  if (const auto* w = dyn_cast<WhileStmt>(&loop)) condition = w->getCond();
+  if (const auto* d = dyn_cast<DoStmt>(&loop)) condition = d->getCond();
+  if (const auto* f = dyn_cast<ForStmt>(&loop)) condition = f->getCond();
+  if (condition) {
+    std::vector<const CallExpr*> asked = callsOn(condition, *definition);
+    if (!asked.empty()) {
+      if (!isa<ForStmt>(loop)) return true;
+      for (const CallExpr* call : asked)
+        if (measuresShare(*call)) return true;
+    }
+    // `s < steps`, steps = loader.num_batches().
+    std::set<const ValueDecl*> tested;
+    walk(condition, [&](const Stmt& s) {
+      if (const ValueDecl* d = declOf(dyn_cast<Expr>(&s))) tested.insert(d);
+    });
+    for (const ValueDecl* d : tested)
+      if (const auto* var = dyn_cast<VarDecl>(d); var && var->getInit())
+        for (const CallExpr* call : callsOn(var->getInit(), *definition))
+          if (measuresShare(*call)) return true;
+  }
+  // `if (!loader.next(batch)) break;`, `auto b = loader.next(); if (!b) break;`.
+  std::set<const ValueDecl*> fromLoader;
+  walk(bodyOf(loop), [&](const Stmt& s) {
+    if (const auto* declaration = dyn_cast<DeclStmt>(&s))
+      for (const Decl* d : declaration->decls())
+        if (const auto* var = dyn_cast<VarDecl>(d);
+            var && var->getInit() && !callsOn(var->getInit(), *definition).empty())
+          fromLoader.insert(var);
+  });
+  bool leaves = false;
+  statements::forEach(
+      bodyOf(loop),
+      [&](const Stmt& s) {
+        const auto* branch = dyn_cast<IfStmt>(&s);
+        if (!branch || !branch->getCond()) return;
+        bool asks = !callsOn(branch->getCond(), *definition).empty() || mentions(branch->getCond(), fromLoader);
+        if (asks && (leavesPass(branch->getThen()) || leavesPass(branch->getElse()))) leaves = true;
+      },
+      /*intoLambdas=*/false);
+  return leaves;
+}
+
 struct PlanCache {
   const ASTContext* context = nullptr;
   std::map<const Stmt*, LoopPlan> plans;
@@ -877,6 +1326,22 @@ PlanCache& cacheFor(const ASTContext& context) {
 }
 
 }  // namespace
+
+std::vector<const CallExpr*> shareMeasures(const Stmt* s, const CXXRecordDecl& loaderClass, ASTContext& context) {
+  const CXXRecordDecl* definition = loaderClass.getDefinition() ? loaderClass.getDefinition() : &loaderClass;
+  const LoaderClassPlan& plan = loaderClassPlan(*definition, context);
+  std::vector<const CallExpr*> out;
+  if (!plan.clear || plan.randomSampler) return out;
+  for (const CallExpr* call : callsOn(s, *definition))
+    if (readsOrder(*call, plan, /*unseen=*/false)) out.push_back(call);
+  return out;
+}
+
+void forgetTranslationUnit() {
+  cache.plans.clear();
+  cache.classes.clear();
+  cache.context = nullptr;
+}
 
 bool runsBackward(const Stmt& loop, ASTContext& context) {
   bool found = false;
@@ -908,6 +1373,55 @@ bool isShardedPlan(const LoopPlan& plan) {
 
 namespace {
 
+// A split training loop that skips a pass on its batch: NeedsPerson
+// (skipsOnItsBatch).
+void checkSkips(const Stmt& loop, ASTContext& context, LoopPlan& plan) {
+  if (!plan.training || (plan.kind != LoopPlan::IndexRange && plan.kind != LoopPlan::Elements)) return;
+  const IfStmt* skip = skipsOnItsBatch(loop, context);
+  if (!skip) return;
+  plan.kind = LoopPlan::NeedsPerson;
+  plan.agreements.clear();
+  plan.reason = "it skips or ends a pass on a test of its batch (`if (" + textOf(*skip->getCond(), context) +
+                ")`): with the data split the ranks' batches differ, and one rank would skip a backward pass the "
+                "others run (they would wait for it)";
+  plan.edit =
+      "Decide it from what every rank shares before splitting the loop (drop a last partial batch through the "
+      "loop's bound: `fabric.shard_range<int64_t>(0, n - n % bs, bs)`), then split it with fabric.shard_range / "
+      "fabric.shard_elements.";
+}
+
+// `int64_t i = 0; while (i < n) { ... X.slice(0, i, i + bs) ...; i += bs; }`:
+// positions counted by hand. The tool rewrites a for loop's header only;
+// a person writes this one as one.
+bool tryWhileCounter(const Stmt& loop, ASTContext& context, LoopPlan& plan) {
+  const auto* w = dyn_cast<WhileStmt>(&loop);
+  const auto* test = w ? dyn_cast_or_null<BinaryOperator>(strip(w->getCond())) : nullptr;
+  if (!test || (test->getOpcode() != BO_LT && test->getOpcode() != BO_LE && test->getOpcode() != BO_NE)) return false;
+  const auto* counter = dyn_cast_or_null<VarDecl>(declOf(test->getLHS()));
+  if (!counter || !counter->getType()->isIntegerType() || !counter->hasLocalStorage()) return false;
+  const Stmt* advance = nullptr;
+  for (const Stmt* statement : w->getBody()->children())
+    if (statement && writes(*statement, counter)) advance = statement;
+  if (!advance) return false;
+  CounterUses uses;
+  const std::set<const ValueDecl*> positions{counter};
+  const SourceManager& sm = context.getSourceManager();
+  walk(w->getBody(), [&](const Stmt& s) {
+    if (const auto* ref = dyn_cast<DeclRefExpr>(&s); ref && ref->getDecl() == counter && !contains(*advance, s, sm))
+      classifyUse(*ref, *w->getBody(), positions, context, uses);
+  });
+  if (uses.accesses.empty()) return false;  // a step counter
+  std::string name = counter->getNameAsString();
+  std::string type = counter->getType().getUnqualifiedType().getAsString(context.getPrintingPolicy());
+  plan.kind = LoopPlan::NeedsPerson;
+  plan.reason = "it advances its position `" + name + "` by hand (`" + textOf(*advance, context) +
+                "`), and the tool splits the positions of a for loop's header only";
+  plan.edit = "Write it as a for loop over this rank's positions: `for (" + type + " " + name +
+              " : fabric.shard_range<" + type + ">(<first>, " + textOf(*test->getRHS(), context) +
+              ", <step>))`, without the `" + textOf(*advance, context) + "`.";
+  return true;
+}
+
 // What `loop` reads per iteration, if it reads data: a loader, positions,
 // elements, a loader class of the project's own (or it is split already).
 // False when it reads none of these (a step counter, a micro-batch loop).
@@ -937,6 +1451,7 @@ bool classifyData(const Stmt& loop, ASTContext& context, LoopPlan& plan) {
           "Give each rank its part of the loop: `for (<counter> : fabric.shard_range<T>(<first>, <end>, "
           "<step>))` (this rank's values, strided, the same count on every rank), and keep anything else "
           "the counter decides on a counter of its own.";
+    checkSkips(loop, context, plan);
     return true;
   }
   if (const auto* range = dyn_cast<CXXForRangeStmt>(&loop); range && tryElements(*range, context, plan)) {
@@ -944,17 +1459,47 @@ bool classifyData(const Stmt& loop, ASTContext& context, LoopPlan& plan) {
       plan.edit =
           "Split data every rank holds alike with `fabric.shard_elements(container)` where it is iterated "
           "(for a template, where the container is known), or draw per-rank data in the loops around it.";
-    return plan.kind != LoopPlan::NotData;
+    if (plan.kind == LoopPlan::NotData) return false;
+    checkSkips(loop, context, plan);
+    return true;
   }
+  if (tryWhileCounter(loop, context, plan)) return true;
   if (const CXXRecordDecl* loader = ownLoaderClassOf(loop, context)) {
+    const LoaderClassPlan& classPlan = loaderClassPlan(*loader, context);
+    // A class whose code is here but walks no order the tool follows (an
+    // environment, a data set read at random): not a loader; the loop's
+    // draws or a person decide.
+    if (!classPlan.where.isValid() && classPlan.seenHere) return false;
     plan.kind = LoopPlan::OwnLoader;
     plan.loaderClass = loader;
-    const LoaderClassPlan& classPlan = loaderClassPlan(*loader, context);
     if (classPlan.where.isValid() && !classPlan.clear && !classPlan.sharded) {
       plan.kind = LoopPlan::NeedsPerson;
       plan.reason = "it reads its batches from `" + classPlan.name + "`, a loader class of the project's own, which " +
                     classPlan.reason;
       plan.edit = classPlan.edit;
+    } else if (!classPlan.randomSampler && !classPlan.wraps && !endsThroughLoader(loop, *loader, classPlan, context)) {
+      const Expr* condition = nullptr;
+      if (const auto* f = dyn_cast<ForStmt>(&loop)) condition = f->getCond();
+      if (const auto* w = dyn_cast<WhileStmt>(&loop)) condition = w->getCond();
+      if (const auto* d = dyn_cast<DoStmt>(&loop)) condition = d->getCond();
+      std::string name = classPlan.name.empty() ? loader->getQualifiedNameAsString() : classPlan.name;
+      // The class's code is in another file: whether it wraps (a ring never
+      // runs out) is known there; the finding holds if that file shards it
+      // as a loader that runs out.
+      if (classPlan.seenHere || classPlan.where.isValid())
+        plan.kind = LoopPlan::NeedsPerson;
+      else
+        plan.runsOutKey = loaderClassKey(*loader) + "#runs-out";
+      plan.outrunsShare = true;
+      plan.reason = "it counts its own passes" +
+                    (condition ? " (`" + textOf(*condition, context) + "`)" : std::string()) +
+                    " and takes a batch from `" + name +
+                    "` in each: once the class is sharded it hands out this rank's share only, and the loop would ask "
+                    "it for more batches than it has";
+      plan.edit =
+          "End the loop when the loader runs out (`while (loader.has_next())`, `if (!loader.next(batch)) break;`), "
+          "or count the passes with a method of the loader that measures its index list (the share, once "
+          "sharded).";
     }
     return true;
   }
@@ -962,37 +1507,55 @@ bool classifyData(const Stmt& loop, ASTContext& context, LoopPlan& plan) {
 }
 
 // Data made anew in the loops around, which per-rank draws make each
-// rank's own (an RL rollout's buffer): the plan is those draws.
+// rank's own (an RL rollout's buffer): the plan is those draws, when every
+// rank runs as many passes over its own.
 void perRankInstead(const Stmt& loop, ASTContext& context, LoopPlan& plan) {
-  if (plan.kind == LoopPlan::NeedsPerson && plan.perRankData && plan.training && perRankScopeLoop(loop, context)) {
-    plan.kind = LoopPlan::PerRankDraws;
-    plan.reason.clear();
-    plan.edit.clear();
+  if (plan.kind != LoopPlan::NeedsPerson || !plan.perRankData || !plan.training || !perRankScopeLoop(loop, context))
+    return;
+  if (std::string why = differingPassCount(loop, context); !why.empty()) {
+    plan.reason = why +
+                  ": each rank would run its own number of backward passes, and the ranks would wait for each "
+                  "other in the gradient all-reduce";
+    plan.edit =
+        "Give every rank the same number of passes: play a fixed number of steps per rollout, or run the smallest "
+        "count over the ranks (`n = fabric.all_reduce(n, fabric::ReduceOp::Min);` before the loop).";
+    return;
   }
+  plan.kind = LoopPlan::PerRankDraws;
+  plan.reason.clear();
+  plan.edit.clear();
 }
 
 }  // namespace
 
-// A module's forward: `model->forward(x)`, `model(x)`, through a call of
-// the project's (an evaluate_batch()).
-static bool isModuleCall(const Stmt& s) {
-  if (const auto* call = dyn_cast<CXXMemberCallExpr>(&s)) {
-    const CXXMethodDecl* method = call->getMethodDecl();
-    return method && method->getName() == "forward" && match::derivesFrom(*method->getParent(), "torch::nn::Module");
+namespace {
+
+// The loop around `loop` that reads the data `loop` works through (a loop
+// over batches around a micro-batch loop): one the migration splits.
+const Stmt* coveredBy(const Stmt& loop, ASTContext& context) {
+  for (const Stmt* outer : enclosingLoops(loop, context)) {
+    LoopPlan probe;
+    probe.training = true;
+    if (classifyData(*outer, context, probe) && (isShardedPlan(probe) || probe.kind == LoopPlan::AlreadySharded))
+      return outer;
   }
-  if (const auto* call = dyn_cast<CXXOperatorCallExpr>(&s); call && call->getOperator() == OO_Call)
-    return match::isModuleType(call->getArg(0)->getType());
-  return false;
+  return nullptr;
 }
-static bool runsModel(const Stmt& loop, ASTContext& context) {
-  bool found = false;
-  walk(bodyOf(loop), [&](const Stmt& s) { found = found || isModuleCall(s); });
-  if (found) return true;
-  std::set<const FunctionDecl*> seen;
-  forEachCalledBody(bodyOf(loop), context, 2, seen,
-                    [&](const Stmt& body) { walk(&body, [&](const Stmt& s) { found = found || isModuleCall(s); }); });
+
+// A loop inside the training loop that reads the batches and sums the loss
+// one backward pass after it reads (`total += loss(batch)`; `total.backward()`).
+const Stmt* lossSummingLoop(const Stmt& trainingLoop, ASTContext& context) {
+  const Stmt* found = nullptr;
+  walk(bodyOf(trainingLoop), [&](const Stmt& s) {
+    if (found || !isLoop(s) || !planFor(s, context).sumsLoss) return;
+    LoopPlan probe;
+    probe.training = true;
+    if (classifyData(s, context, probe) && isShardedPlan(probe)) found = &s;
+  });
   return found;
 }
+
+}  // namespace
 
 const LoopPlan& planFor(const Stmt& loop, ASTContext& context) {
   PlanCache& plans = cacheFor(context);
@@ -1010,10 +1573,19 @@ const LoopPlan& planFor(const Stmt& loop, ASTContext& context) {
   if (!plan.training) {
     // An evaluation: worth sharding only when it runs the model and sums
     // metrics it reads after.
-    if (!runsModel(loop, context) || metrics::accumulatorsOf(loop, *function->getBody(), context).empty()) {
+    std::vector<const VarDecl*> sums = metrics::accumulatorsOf(loop, *function->getBody(), context);
+    if (!runsModel(loop, context) || sums.empty()) {
       plan.reason = "it runs no backward pass and sums no model output read after it";
       return done();
     }
+    // A loss summed over batches and back-propagated once after the loop:
+    // part of the training loop around it (lossSummingLoop).
+    for (const VarDecl* sum : sums)
+      if (feedsBackwardAfter(*sum, loop, *function->getBody(), context)) {
+        plan.sumsLoss = true;
+        plan.reason = "it sums the loss `" + sum->getNameAsString() + "`, which a backward pass after it reads";
+        return done();
+      }
     if (!classifyData(loop, context, plan)) plan.reason = "it sums metrics over data the tool does not see it index";
     if (plan.kind == LoopPlan::NeedsPerson) plan.kind = LoopPlan::NotData;  // every rank evaluates all: correct
     return done();
@@ -1040,7 +1612,10 @@ const LoopPlan& planFor(const Stmt& loop, ASTContext& context) {
       for (const Stmt* candidate : chain) {
         LoopPlan probe;
         probe.training = true;
-        if (classifyData(*candidate, context, probe)) nearer = true;
+        // A micro-batch loop over the batch this loop takes is not nearer data.
+        if (classifyData(*candidate, context, probe) &&
+            !(probe.kind == LoopPlan::NeedsPerson && probe.perRankData && coveredBy(*candidate, context)))
+          nearer = true;
       }
     });
     if (nearer) {
@@ -1054,7 +1629,32 @@ const LoopPlan& planFor(const Stmt& loop, ASTContext& context) {
     return done();
   }
   if (classifyData(loop, context, plan)) {
+    // A micro-batch loop over a batch the loop around takes (`xb =
+    // X.slice(0, i, i + bs)` there): that loop is the data loop.
+    if (plan.kind == LoopPlan::NeedsPerson && plan.perRankData)
+      if (const Stmt* outer = coveredBy(loop, context)) {
+        plan = LoopPlan{};
+        plan.loop = &loop;
+        plan.training = true;
+        plan.kind = LoopPlan::Covered;
+        plan.dataLoop = outer;
+        return done();
+      }
     perRankInstead(loop, context, plan);
+    return done();
+  }
+  // A loss summed over the batches of a loop inside, one backward pass after.
+  if (const Stmt* summing = lossSummingLoop(loop, context)) {
+    const SourceManager& sm = context.getSourceManager();
+    plan.kind = LoopPlan::NeedsPerson;
+    plan.reason = "it sums the loss over the batches of the loop at line " +
+                  std::to_string(sm.getExpansionLineNumber(summing->getBeginLoc())) +
+                  " and runs one backward pass after it: with that loop split, each rank's sum covers its share, "
+                  "and the gradient averaged over the ranks is 1/N of one process's";
+    plan.edit =
+        "Split the summing loop (fabric.shard_range, fabric.shard_elements) and multiply the sum by "
+        "`fabric.world_size()` before fabric.backward, so the averaged gradient is the whole sum's; or run a "
+        "backward pass per batch.";
     return done();
   }
   // Nothing read here: the data may come from a loop around it.
@@ -1068,7 +1668,15 @@ const LoopPlan& planFor(const Stmt& loop, ASTContext& context) {
     }
   }
   if (const Stmt* scope = perRankScopeLoop(loop, context)) {
-    if (drawsFromLibTorch(*scope, context) || !perRankEngineSeeds(*scope, context).empty()) {
+    if (std::string why = differingPassCount(loop, context); !why.empty()) {
+      plan.kind = LoopPlan::NeedsPerson;
+      plan.reason = why +
+                    ": each rank plays its own, runs its own number of backward passes, and the ranks would "
+                    "wait for each other in the gradient all-reduce";
+      plan.edit =
+          "Give every rank the same number of passes: a fixed number of steps, or the smallest count over the "
+          "ranks (`fabric.all_reduce(n, fabric::ReduceOp::Min)`).";
+    } else if (drawsFromLibTorch(*scope, context) || !perRankEngineSeeds(*scope, context).empty()) {
       plan.kind = LoopPlan::PerRankDraws;
     } else {
       plan.kind = LoopPlan::NeedsPerson;
@@ -1093,12 +1701,41 @@ const LoopPlan& planFor(const Stmt& loop, ASTContext& context) {
   }
   // Nothing the loop calls could hand it a batch (it trains on a fixed
   // input made in the loop): no data to split.
+  // A call of the project's that returns something, a lambda, or one handed
+  // the loop's own variable (`step(i, bs)`, `train_step(batch_index)`)
+  // could hand it a batch.
   bool possibleSource = false;
+  std::set<const ValueDecl*> loopVariables;
+  if (const auto* f = dyn_cast<ForStmt>(&loop))
+    walk(f->getInit(), [&](const Stmt& s) {
+      if (const auto* declaration = dyn_cast<DeclStmt>(&s))
+        for (const Decl* d : declaration->decls())
+          if (const auto* var = dyn_cast<VarDecl>(d)) loopVariables.insert(var);
+    });
+  // A void call handed the loop's variable after the body's own backward
+  // pass (`report(epoch, loss)`) reports; it hands the step nothing.
+  const SourceManager& sources = context.getSourceManager();
+  SourceLocation firstBackward;
+  walk(bodyOf(loop), [&](const Stmt& s) {
+    if (!isBackwardCall(s)) return;
+    SourceLocation at = sources.getExpansionLoc(s.getBeginLoc());
+    if (firstBackward.isInvalid() || sources.isBeforeInTranslationUnit(at, firstBackward)) firstBackward = at;
+  });
   walk(bodyOf(loop), [&](const Stmt& s) {
     const auto* call = dyn_cast<CallExpr>(&s);
-    if (!call || isModuleCall(s) || call->getType()->isVoidType()) return;
+    if (!call || isModuleCall(s)) return;
     const FunctionDecl* callee = calleeOf(*call);
-    if (callee && !isLibTorchOrStd(*callee) && !isa<CXXOperatorCallExpr>(call)) possibleSource = true;
+    if (!callee || isLibTorchOrStd(*callee)) return;
+    if (const auto* method = dyn_cast<CXXMethodDecl>(callee); method && method->getParent()->isLambda()) {
+      possibleSource = true;
+      return;
+    }
+    if (isa<CXXOperatorCallExpr>(call) && cast<CXXOperatorCallExpr>(call)->getOperator() != OO_Call) return;
+    bool handedLoopVariable = false;
+    for (const Expr* arg : call->arguments()) handedLoopVariable = handedLoopVariable || mentions(arg, loopVariables);
+    bool afterBackward = firstBackward.isValid() &&
+                         sources.isBeforeInTranslationUnit(firstBackward, sources.getExpansionLoc(call->getBeginLoc()));
+    if (!call->getType()->isVoidType() || (handedLoopVariable && !afterBackward)) possibleSource = true;
   });
   if (!possibleSource) {
     plan.reason = "it reads no data per step (a fixed input made in the loop)";
@@ -1106,7 +1743,15 @@ const LoopPlan& planFor(const Stmt& loop, ASTContext& context) {
   }
   plan.kind = LoopPlan::NeedsPerson;
   if (const CXXRecordDecl* source = batchSourceClassOf(loop, context)) {
-    plan.reason = "it reads its batches from `" + source->getNameAsString() +
+    if (loaderClassPlan(*source, context).seenHere) {
+      plan.reason = "it reads its batches from `" + source->getQualifiedNameAsString() +
+                    "`, a class of the project's own that walks no list of indices at a cursor the tool follows";
+      plan.edit =
+          "Give each rank its share where the class makes each epoch's order: `indices = "
+          "fabric::shard(all_indices);` (<fabric/fabric.h>), and measure the epoch by the share's length.";
+      return done();
+    }
+    plan.reason = "it reads its batches from `" + source->getQualifiedNameAsString() +
                   "`, a class of the project's own whose code the tool does not see here";
     plan.edit =
         "Migrate the files that define it too (it is then sharded where it is defined if it walks a list "
@@ -1139,20 +1784,24 @@ namespace {
 bool isStdEngine(QualType type);
 bool seededPerProcess(const Stmt* init);
 
-// Whether a standard engine (a variable or a member) is seeded from the
-// device or the clock, so it already differs between processes.
-bool engineSeededPerProcess(const ValueDecl* engine) {
-  if (const auto* var = dyn_cast_or_null<VarDecl>(engine)) return var->getInit() && seededPerProcess(var->getInit());
+// Whether some initializer of an engine (a variable's, or a member's in its
+// class or in a constructor's list) satisfies `test`.
+bool anyEngineInit(const ValueDecl* engine, const std::function<bool(const Stmt*)>& test) {
+  if (const auto* var = dyn_cast_or_null<VarDecl>(engine)) return var->getInit() && test(var->getInit());
   if (const auto* field = dyn_cast_or_null<FieldDecl>(engine)) {
-    if (field->hasInClassInitializer() && seededPerProcess(field->getInClassInitializer())) return true;
+    if (field->hasInClassInitializer() && test(field->getInClassInitializer())) return true;
     if (const auto* record = dyn_cast<CXXRecordDecl>(field->getParent()))
       for (const CXXConstructorDecl* constructor : record->ctors())
         if (const FunctionDecl* definition = constructor->getDefinition())
           for (const CXXCtorInitializer* init : cast<CXXConstructorDecl>(definition)->inits())
-            if (init->getMember() == field && seededPerProcess(init->getInit())) return true;
+            if (init->getMember() == field && test(init->getInit())) return true;
   }
   return false;
 }
+
+// Whether a standard engine (a variable or a member) is seeded from the
+// device or the clock, so it already differs between processes.
+bool engineSeededPerProcess(const ValueDecl* engine) { return anyEngineInit(engine, seededPerProcess); }
 
 // A draw from a standard engine the ranks would share: `dist(gen)`,
 // `gen()`, `std::shuffle(b, e, gen)`, `rand()`.
@@ -1165,6 +1814,9 @@ bool isSharedStdDraw(const Stmt& node) {
   if (const auto* call = dyn_cast<CallExpr>(&node)) {
     std::string name = qualifiedName(calleeOf(*call));
     if (name == "rand" || name == "std::rand") return true;
+    // An order (a loader's epoch), not data: alike on every rank is right
+    // where the loop splits it, and a sharded loop makes it rank 0's.
+    if (name == "std::shuffle") return false;
     if (name.rfind("std::", 0) == 0)
       for (const Expr* arg : call->arguments())
         if (isStdEngine(arg->getType()) && !engineSeededPerProcess(declOf(arg))) return true;
@@ -1174,28 +1826,9 @@ bool isSharedStdDraw(const Stmt& node) {
 
 // Whether an engine's seed names the rank (`std::mt19937 rng(seed +
 // fabric::global_rank())`): migrated code.
-bool seededByRank(const ValueDecl* engine) {
-  auto namesRank = [](const Stmt* init) {
-    bool found = false;
-    walk(init, [&](const Stmt& node) {
-      if (const auto* call = dyn_cast<CallExpr>(&node)) {
-        std::string name = qualifiedName(calleeOf(*call));
-        found = found || name == "fabric::global_rank" || name == "fabric::Fabric::global_rank";
-      }
-    });
-    return found;
-  };
-  if (const auto* var = dyn_cast_or_null<VarDecl>(engine)) return var->getInit() && namesRank(var->getInit());
-  if (const auto* field = dyn_cast_or_null<FieldDecl>(engine)) {
-    if (field->hasInClassInitializer() && namesRank(field->getInClassInitializer())) return true;
-    if (const auto* record = dyn_cast<CXXRecordDecl>(field->getParent()))
-      for (const CXXConstructorDecl* constructor : record->ctors())
-        if (const FunctionDecl* definition = constructor->getDefinition())
-          for (const CXXCtorInitializer* init : cast<CXXConstructorDecl>(definition)->inits())
-            if (init->getMember() == field && namesRank(init->getInit())) return true;
-  }
-  return false;
-}
+bool mentionsGlobalRank(const Stmt* s);
+
+bool seededByRank(const ValueDecl* engine) { return anyEngineInit(engine, mentionsGlobalRank); }
 
 // A loop (or the loops around it in its function) drawing from an engine
 // already seeded per rank.
@@ -1322,27 +1955,11 @@ bool seededPerProcess(const Stmt* init) {
 
 // `fabric::global_rank()` in a seed: seeded per rank already.
 bool mentionsGlobalRank(const Stmt* s) {
-  bool found = false;
-  walk(s, [&](const Stmt& node) {
-    if (const auto* call = dyn_cast<CallExpr>(&node)) {
-      std::string name = qualifiedName(calleeOf(*call));
-      found = found || name == "fabric::global_rank" || name == "fabric::Fabric::global_rank";
-    }
-  });
-  return found;
+  return statements::callsAny(s, {"fabric::global_rank", "fabric::Fabric::global_rank"});
 }
 
 // `std::rand()` in a seed: the same on every process until one seeds it.
-bool mentionsRand(const Stmt* s) {
-  bool found = false;
-  walk(s, [&](const Stmt& node) {
-    if (const auto* call = dyn_cast<CallExpr>(&node)) {
-      std::string name = qualifiedName(calleeOf(*call));
-      found = found || name == "rand" || name == "std::rand";
-    }
-  });
-  return found;
-}
+bool mentionsRand(const Stmt* s) { return statements::callsAny(s, {"rand", "std::rand"}); }
 
 // The engines `s` draws from: `dist(gen)`, `gen()`, `std::shuffle(b, e, gen)`.
 void enginesDrawnIn(const Stmt* s, std::set<const ValueDecl*>& engines) {
@@ -1554,16 +2171,35 @@ const CXXRecordDecl* loaderLikeClassOf(const Stmt& loop, ASTContext& context, bo
         return;
       }
   };
-  if (const auto* s = dyn_cast<WhileStmt>(&loop)) walk(s->getCond(), consider);
-  if (const auto* s = dyn_cast<DoStmt>(&loop)) walk(s->getCond(), consider);
-  if (const auto* s = dyn_cast<ForStmt>(&loop)) walk(s->getCond(), consider);
-  if (!found)
+  auto inCondition = [&] {
+    if (const auto* s = dyn_cast<WhileStmt>(&loop)) walk(s->getCond(), consider);
+    if (const auto* s = dyn_cast<DoStmt>(&loop)) walk(s->getCond(), consider);
+    if (const auto* s = dyn_cast<ForStmt>(&loop)) walk(s->getCond(), consider);
+  };
+  // In the body: `loader.next()`, `loader.next_batch()`, `loader(batch)`
+  // (the batch written into an argument).
+  auto inBody = [&] {
     walk(bodyOf(loop), [&](const Stmt& s) {
+      if (const auto* call = dyn_cast<CXXOperatorCallExpr>(&s);
+          call && call->getOperator() == OO_Call && call->getNumArgs() >= 2) {
+        consider(s);
+        return;
+      }
       const auto* call = dyn_cast<CXXMemberCallExpr>(&s);
       if (!call || !call->getMethodDecl()) return;
       std::string name = llvm::StringRef(call->getMethodDecl()->getNameAsString()).lower();
       if (name.find("next") != std::string::npos || name.find("batch") != std::string::npos) consider(s);
     });
+  };
+  // A class to name: the body's batch call says more than a condition
+  // that measures something (`s < train_set.size() / bs`).
+  if (needsIndexField) {
+    inCondition();
+    if (!found) inBody();
+  } else {
+    inBody();
+    if (!found) inCondition();
+  }
   return found;
 }
 }  // namespace
@@ -1598,6 +2234,24 @@ bool isOrderRead(const Stmt& s, const FieldDecl* order, const Expr*& position) {
     position = op->getArg(1);
     return true;
   }
+  // `order.begin() + pos`: an iterator at a position (a batch copied out of
+  // [begin() + pos, begin() + end)).
+  const Expr *lhs = nullptr, *rhs = nullptr;
+  if (const auto* op = dyn_cast<CXXOperatorCallExpr>(&s); op && op->getOperator() == OO_Plus && op->getNumArgs() == 2) {
+    lhs = op->getArg(0);
+    rhs = op->getArg(1);
+  } else if (const auto* op = dyn_cast<BinaryOperator>(&s); op && op->getOpcode() == BO_Add) {
+    lhs = op->getLHS();
+    rhs = op->getRHS();
+  }
+  for (int side = 0; side < 2 && lhs; ++side, std::swap(lhs, rhs))
+    if (const auto* begin = dyn_cast<CXXMemberCallExpr>(strip(lhs));
+        begin && begin->getMethodDecl() &&
+        (begin->getMethodDecl()->getName() == "begin" || begin->getMethodDecl()->getName() == "cbegin") &&
+        declOf(begin->getImplicitObjectArgument()) == order) {
+      position = rhs;
+      return true;
+    }
   return false;
 }
 
@@ -1733,7 +2387,7 @@ const LoaderClassPlan& loaderClassPlan(const CXXRecordDecl& input, ASTContext& c
   const CXXRecordDecl* record = input.getDefinition() ? input.getDefinition() : &input;
   if (auto found = plans.classes.find(record); found != plans.classes.end()) return found->second;
   LoaderClassPlan& plan = plans.classes[record];
-  plan.name = record->getNameAsString();
+  plan.name = record->getQualifiedNameAsString();
   const SourceManager& sm = context.getSourceManager();
   if (sm.isInSystemHeader(sm.getExpansionLoc(record->getLocation())) || isLibTorchOrStd(*record)) return plan;
 
@@ -1753,6 +2407,7 @@ const LoaderClassPlan& loaderClassPlan(const CXXRecordDecl& input, ASTContext& c
       if (const FunctionDecl* definition = constructor->getDefinition();
           definition && std::find(methods.begin(), methods.end(), definition) == methods.end())
         methods.push_back(cast<CXXMethodDecl>(definition));
+  plan.seenHere = true;
   if (methods.empty()) return plan;
 
   // The order: the one index field read by position.
@@ -2076,6 +2731,24 @@ const LoaderClassPlan& loaderClassPlan(const CXXRecordDecl& input, ASTContext& c
 
   // The edits.
   plan.clear = true;
+  // A ring: the readers wrap the cursor around the length (`order_[(cursor_ +
+  // k) % n]`, `if (cursor_ >= n) cursor_ = 0;`), so the loader never runs
+  // out and a loop may count its own passes.
+  for (const CXXMethodDecl* reader : readers)
+    walk(reader->getBody(), [&](const Stmt& s) {
+      if (const auto* op = dyn_cast<BinaryOperator>(&s);
+          op && op->getOpcode() == BO_Rem && mentionsCursor(op->getLHS()))
+        plan.wraps = true;
+      const auto* branch = dyn_cast<IfStmt>(&s);
+      if (!branch || !branch->getCond() || !mentionsCursor(branch->getCond())) return;
+      walk(branch->getThen(), [&](const Stmt& t) {
+        const auto* assign = dyn_cast<BinaryOperator>(&t);
+        const auto* zero = assign ? dyn_cast<IntegerLiteral>(strip(assign->getRHS())) : nullptr;
+        if (assign && assign->getOpcode() == BO_Assign && zero && zero->getValue() == 0 &&
+            cursors.count(declOf(assign->getLHS())))
+          plan.wraps = true;
+      });
+    });
   auto insertAfter = [&](const Stmt& statement, const std::string& text) {
     SourceLocation end =
         Lexer::getLocForEndOfToken(sm.getExpansionLoc(statement.getEndLoc()), 0, sm, context.getLangOpts());

@@ -27,6 +27,7 @@
 #include "clang/AST/DeclCXX.h"
 #include "clang/AST/Expr.h"
 #include "clang/AST/Stmt.h"
+#include "clang/AST/StmtCXX.h"
 #include "clang/ASTMatchers/ASTMatchFinder.h"
 #include "clang/Tooling/Transformer/RewriteRule.h"
 
@@ -79,6 +80,17 @@ struct LoopPlan {
   // NeedsPerson because the loop reads data made inside the loops around it
   // (each rank's own, an RL rollout's): per-rank draws may be the plan.
   bool perRankData = false;
+  // NotData: an evaluation-like loop that sums a loss a backward pass after
+  // it reads (the loop around it trains on the sum).
+  bool sumsLoss = false;
+  // OwnLoader over a class whose code is in another file: the loop counts
+  // its own passes, which outruns the share if that file shards the class as
+  // one that runs out (not a ring). The key it provides then (Threading.h);
+  // `reason` and `edit` say what to do.
+  std::string runsOutKey;
+  // The loader class is sharded, but the loop counts more passes than the
+  // share holds (`reason` says how).
+  bool outrunsShare = false;
   std::string reason;  // NotData, NeedsPerson: why, in a sentence
   std::string edit;    // NeedsPerson: the exact change a person makes
 };
@@ -150,12 +162,19 @@ struct LoaderClassPlan {
   // No order: it draws each batch's indices at random from an engine of its
   // own (`member`), which the edits seed per rank.
   bool randomSampler = false;
+  // Its readers wrap the cursor around the order (a ring): it never runs
+  // out, and a loop may count its own passes over it.
+  bool wraps = false;
   std::string name;    // `DataLoader`
   std::string member;  // the order member
   std::string reason;  // !clear: why
   std::string edit;    // !clear: what a person does
   std::vector<SourceEdit> edits;
   clang::SourceLocation where;  // the order member's declaration
+  // Every method of the class has its body in this translation unit: `where`
+  // invalid then means it is no loader class the tool follows, not that
+  // another file decides.
+  bool seenHere = false;
 };
 // Nothing (`where` invalid) when `record` is not a loader class or its
 // methods are not all defined in this translation unit (the one that
@@ -172,5 +191,24 @@ const clang::CXXRecordDecl* batchSourceClassOf(const clang::Stmt& loop, clang::A
 // objects need (Threading.h), so a loop in main.cpp over a class sharded in
 // dataloader.cpp knows it.
 std::string loaderClassKey(const clang::CXXRecordDecl& record);
+
+// The calls in `s` on objects of a loader class the migration shards that
+// measure this rank's share (a method reading its order: `loader.size()`,
+// `loader.num_batches()`): a sum all-reduced over the ranks divided by one
+// must be divided by their sum.
+std::vector<const clang::CallExpr*> shareMeasures(const clang::Stmt* s, const clang::CXXRecordDecl& loaderClass,
+                                                  clang::ASTContext& context);
+
+// Forget the plans made for the translation unit that ends (they point into
+// its AST): called where a translation unit starts or ends.
+void forgetTranslationUnit();
+
+// A loop whose data the migration splits across ranks (isShardedPlan; a
+// Fabric loader only as a range-for over it).
+AST_MATCHER(clang::Stmt, shardedDataLoop) {
+  const LoopPlan& plan = planFor(Node, Finder->getASTContext());
+  if (plan.kind == LoopPlan::FabricLoader) return llvm::isa<clang::CXXForRangeStmt>(Node);
+  return plan.kind == LoopPlan::IndexRange || plan.kind == LoopPlan::Elements || plan.kind == LoopPlan::OwnLoader;
+}
 
 }  // namespace fabricize::dataloops

@@ -42,7 +42,7 @@ Rule makeDataLoopRule() {
       case dataloops::LoopPlan::Elements:
         return std::string("sharded: each rank takes its elements (fabric.shard_elements)");
       case dataloops::LoopPlan::OwnLoader:
-        return "loader class `" + plan.loaderClass->getNameAsString() +
+        return "loader class `" + plan.loaderClass->getQualifiedNameAsString() +
                "`: sharded where the class is defined (fabric-shard-loader-class)";
       case dataloops::LoopPlan::PerRankDraws:
         return std::string(

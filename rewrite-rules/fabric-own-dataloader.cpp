@@ -8,6 +8,7 @@
 #include "DataLoops.h"
 #include "Matchers.h"
 #include "RuleFactories.h"
+#include "Threading.h"
 
 namespace fabricize {
 
@@ -21,12 +22,26 @@ namespace {
 AST_MATCHER(Stmt, trainingLoopNeedingPerson) {
   clang::ASTContext& context = Finder->getASTContext();
   if (!dataloops::isTrainingDataLoop(Node, context)) return false;
-  return dataloops::planFor(Node, context).kind == dataloops::LoopPlan::NeedsPerson;
+  const dataloops::LoopPlan& plan = dataloops::planFor(Node, context);
+  return plan.kind == dataloops::LoopPlan::NeedsPerson || !plan.runsOutKey.empty();
 }
 
 AST_MATCHER(CXXRecordDecl, unclearLoaderClass) {
   const dataloops::LoaderClassPlan& plan = dataloops::loaderClassPlan(Node, Finder->getASTContext());
   return plan.where.isValid() && !plan.clear && !plan.sharded;
+}
+
+// A loop counting its own passes over a loader class defined in another
+// file: reported only if that file shards the class as one that runs out
+// (fabric-shard-loader-class provides the key).
+EditGenerator reportedIfClassRunsOut() {
+  return [](const MatchResult& result) -> llvm::Expected<llvm::SmallVector<Edit, 1>> {
+    const auto* loop = result.Nodes.getNodeAs<Stmt>("loop");
+    const dataloops::LoopPlan& plan = dataloops::planFor(*loop, *result.Context);
+    if (!plan.runsOutKey.empty())
+      threading::recordNeed({plan.runsOutKey, plan.loaderClass->getQualifiedNameAsString(), "", /*uses=*/false});
+    return llvm::SmallVector<Edit, 1>();
+  };
 }
 
 }  // namespace
@@ -43,6 +58,9 @@ Rule makeOwnDataLoaderRule() {
   auto explainLoop = run([](const MatchResult& result) -> llvm::Expected<std::string> {
     const auto* loop = result.Nodes.getNodeAs<Stmt>("loop");
     const dataloops::LoopPlan& plan = dataloops::planFor(*loop, *result.Context);
+    if (plan.outrunsShare)
+      return "this training loop runs more passes than its rank's share of the data holds: " + plan.reason +
+             ". As migrated, each rank asks its loader for batches its share does not have. " + plan.edit;
     return "this training loop's data is not split across ranks: " + plan.reason +
            ". As migrated, every rank trains on all of it (in sync, N times the work, no speed-up). " + plan.edit;
   });
@@ -67,7 +85,7 @@ Rule makeOwnDataLoaderRule() {
           RuleKind::Diagnostic,
           applyFirst<std::string>({
               makeRule(loader, noopEdit(where), explainClass),
-              makeRule(loop, noopEdit(node("loop")), explainLoop),
+              makeRule(loop, flatten(reportedIfClassRunsOut(), noopEdit(node("loop"))), explainLoop),
           })};
 }
 

@@ -17,6 +17,7 @@
 #include "Edits.h"
 #include "Matchers.h"
 #include "RuleFactories.h"
+#include "Statements.h"
 #include "Threading.h"
 
 namespace fabricize {
@@ -30,21 +31,13 @@ namespace {
 
 AST_MATCHER(Stmt, opensPerRankScope) { return dataloops::isPerRankScope(Node, Finder->getASTContext()); }
 
-const Stmt* bodyOf(const Stmt& loop) {
-  if (const auto* s = dyn_cast<ForStmt>(&loop)) return s->getBody();
-  if (const auto* s = dyn_cast<WhileStmt>(&loop)) return s->getBody();
-  if (const auto* s = dyn_cast<DoStmt>(&loop)) return s->getBody();
-  if (const auto* s = dyn_cast<CXXForRangeStmt>(&loop)) return s->getBody();
-  return nullptr;
-}
-
 }  // namespace
 
 Rule makePerRankRandomRule() {
   auto loop = stmt(anyLoop(), opensPerRankScope(), inFabricScope()).bind("loop");
   auto open = [](const MatchResult& result) -> llvm::Expected<llvm::SmallVector<Edit, 1>> {
     const auto* loop = result.Nodes.getNodeAs<Stmt>("loop");
-    const auto* body = dyn_cast_or_null<CompoundStmt>(bodyOf(*loop));
+    const auto* body = dyn_cast_or_null<CompoundStmt>(statements::loopBody(*loop));
     if (!body || body->body_empty())
       return llvm::createStringError(llvm::inconvertibleErrorCode(), "the loop's body is not a block");
     llvm::SmallVector<Edit, 1> out;

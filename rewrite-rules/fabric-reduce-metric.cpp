@@ -7,11 +7,14 @@
 //   total_loss = fabric.all_reduce(total_loss, fabric::ReduceOp::Sum);
 // so every rank holds the whole data set's sum, as one process did.
 // Only sums started afresh for each pass of the loop are reduced; a running
-// total kept across passes (a global step count) is left alone.
+// total kept across passes (a global step count) is left alone. A sum
+// divided by a loader class's count of this rank's share (`total /
+// loader.num_batches()`) gets the count summed too.
 #include "DataLoops.h"
 #include "Edits.h"
 #include "Matchers.h"
 #include "Metrics.h"
+#include "Statements.h"
 #include "RuleFactories.h"
 #include "Threading.h"
 
@@ -30,17 +33,73 @@ namespace {
 
 using MatchResult = ast_matchers::MatchFinder::MatchResult;
 
+// A sum that a later loop of the function over split data goes on adding to
+// (an evaluation over two tensors into one total) is reduced once, after
+// that loop: reduced after both, the first part would count N times.
+std::vector<const VarDecl*> laterSumsRemoved(const Stmt& loop, std::vector<const VarDecl*> sums,
+                                             const FunctionDecl& function, ASTContext& context) {
+  using namespace ast_matchers;
+  const SourceManager& sm = context.getSourceManager();
+  auto later = ast_matchers::match(
+      functionDecl(forEachDescendant(stmt(anyLoop(), dataloops::shardedDataLoop()).bind("later"))), function, context);
+  for (const BoundNodes& nodes : later) {
+    const auto* other = nodes.getNodeAs<Stmt>("later");
+    if (other == &loop ||
+        !sm.isBeforeInTranslationUnit(sm.getExpansionLoc(loop.getEndLoc()), sm.getExpansionLoc(other->getBeginLoc())))
+      continue;
+    std::vector<const VarDecl*> theirs = metrics::accumulatorsOf(*other, *function.getBody(), context);
+    llvm::erase_if(sums, [&](const VarDecl* v) { return llvm::is_contained(theirs, v); });
+  }
+  return sums;
+}
+
+// The share measures (dataloops::shareMeasures) that divide a reduced sum
+// after the loop: `total / train.num_batches()`.
+std::vector<const CallExpr*> divisorsOf(const std::vector<const VarDecl*>& sums, const Stmt& loop,
+                                        const FunctionDecl& function, const CXXRecordDecl& loaderClass,
+                                        ASTContext& context) {
+  const SourceManager& sm = context.getSourceManager();
+  std::vector<const CallExpr*> out;
+  auto namesSum = [&](const Stmt* s) {
+    bool found = false;
+    statements::forEach(
+        s,
+        [&](const Stmt& node) {
+          if (const auto* ref = dyn_cast<DeclRefExpr>(&node))
+            found = found || llvm::is_contained(sums, dyn_cast<VarDecl>(ref->getDecl()));
+        },
+        /*intoLambdas=*/false);
+    return found;
+  };
+  statements::forEach(
+      function.getBody(),
+      [&](const Stmt& s) {
+        const auto* division = dyn_cast<BinaryOperator>(&s);
+        if (!division || (division->getOpcode() != BO_Div && division->getOpcode() != BO_DivAssign) ||
+            !sm.isBeforeInTranslationUnit(sm.getExpansionLoc(loop.getEndLoc()),
+                                          sm.getExpansionLoc(division->getBeginLoc())) ||
+            !namesSum(division->getLHS()))
+          return;
+        for (const CallExpr* measure : dataloops::shareMeasures(division->getRHS(), loaderClass, context))
+          if (!llvm::is_contained(out, measure)) out.push_back(measure);
+      },
+      /*intoLambdas=*/false);
+  return out;
+}
+
 EditGenerator reduceAfterLoop() {
   return [](const MatchResult& result) -> llvm::Expected<llvm::SmallVector<Edit, 1>> {
     const auto* loop = result.Nodes.getNodeAs<Stmt>("loop");
     const auto* function = result.Nodes.getNodeAs<FunctionDecl>("function");
-    std::vector<const VarDecl*> sums = metrics::accumulatorsOf(*loop, *function->getBody(), *result.Context);
+    std::vector<const VarDecl*> sums = laterSumsRemoved(
+        *loop, metrics::accumulatorsOf(*loop, *function->getBody(), *result.Context), *function, *result.Context);
     if (sums.empty()) return llvm::SmallVector<Edit, 1>();
     // Over a loader class of the project's own: only if that class is
     // sharded, which the file that defines it decides (Threading.h).
     const dataloops::LoopPlan& plan = dataloops::planFor(*loop, *result.Context);
     if (plan.kind == dataloops::LoopPlan::OwnLoader)
-      threading::recordNeed({dataloops::loaderClassKey(*plan.loaderClass), plan.loaderClass->getNameAsString(), "",
+      threading::recordNeed({dataloops::loaderClassKey(*plan.loaderClass), plan.loaderClass->getQualifiedNameAsString(),
+                             "",
                              /*uses=*/false});
     const SourceManager& sm = *result.SourceManager;
     std::string indent = edits::indentationAt(loop->getBeginLoc(), sm);
@@ -58,7 +117,23 @@ EditGenerator reduceAfterLoop() {
     if (const char* at = sm.getCharacterData(end, &invalid); !invalid && *at == ';') end = end.getLocWithOffset(1);
     edit.Range = CharSourceRange::getCharRange(end, end);
     edit.Replacement = statements;
-    return llvm::SmallVector<Edit, 1>{edit};
+    llvm::SmallVector<Edit, 1> edits{edit};
+    // `total / loader.num_batches()`: the loader class's share; divided by
+    // the sum over the ranks, as the sum is.
+    if (plan.kind == dataloops::LoopPlan::OwnLoader)
+      for (const CallExpr* measure : divisorsOf(sums, *loop, *function, *plan.loaderClass, *result.Context)) {
+        CharSourceRange range = Lexer::makeFileCharRange(CharSourceRange::getTokenRange(measure->getSourceRange()), sm,
+                                                         result.Context->getLangOpts());
+        if (range.isInvalid()) continue;
+        Edit before, after;
+        before.Range = CharSourceRange::getCharRange(range.getBegin(), range.getBegin());
+        before.Replacement = fabric + ".all_reduce(";
+        after.Range = CharSourceRange::getCharRange(range.getEnd(), range.getEnd());
+        after.Replacement = ", fabric::ReduceOp::Sum)";
+        edits.push_back(before);
+        edits.push_back(after);
+      }
+    return edits;
   };
 }
 
@@ -67,7 +142,8 @@ Stencil explainSums() {
     const auto* loop = result.Nodes.getNodeAs<Stmt>("loop");
     const auto* function = result.Nodes.getNodeAs<FunctionDecl>("function");
     std::string names;
-    for (const VarDecl* var : metrics::accumulatorsOf(*loop, *function->getBody(), *result.Context))
+    for (const VarDecl* var : laterSumsRemoved(
+             *loop, metrics::accumulatorsOf(*loop, *function->getBody(), *result.Context), *function, *result.Context))
       names += (names.empty() ? "" : ", ") + var->getName().str();
     return "this loop sees one rank's shard of the data: the sums read after it (" + names +
            ") are all-reduced so they cover the whole data set, as with one process";
@@ -76,17 +152,7 @@ Stencil explainSums() {
 
 }  // namespace
 
-namespace {
-
-// A loop whose data the migration splits across ranks.
-AST_MATCHER(Stmt, shardedDataLoop) {
-  const dataloops::LoopPlan& plan = dataloops::planFor(Node, Finder->getASTContext());
-  if (plan.kind == dataloops::LoopPlan::FabricLoader) return isa<CXXForRangeStmt>(Node);
-  return plan.kind == dataloops::LoopPlan::IndexRange || plan.kind == dataloops::LoopPlan::Elements ||
-         plan.kind == dataloops::LoopPlan::OwnLoader;
-}
-
-}  // namespace
+using dataloops::shardedDataLoop;
 
 Rule makeReduceMetricRule() {
   auto shardedLoop =
@@ -94,8 +160,9 @@ Rule makeReduceMetricRule() {
   return {"fabric-reduce-metric", "+",
           "Sums a loop over a Fabric loader (or any loop whose data the migration splits across ranks) "
           "accumulates per batch and reads after the loop (a total loss, a count of correct predictions, a "
-          "sample count) are all-reduced right after the loop, so metrics divided by the data set's size keep "
-          "their meaning on several ranks.",
+          "sample count) are all-reduced right after the loop (after the last, when several loops add to one "
+          "sum), so metrics divided by the data set's size keep their meaning on several ranks; a division by a "
+          "sharded loader class's own count of its share is divided by that count summed over the ranks.",
           RuleKind::Rewrite,
           applyFirst<std::string>({
               makeRule(stmt(shardedLoop, hasParent(compoundStmt())).bind("loop"), reduceAfterLoop(), explainSums()),

@@ -56,6 +56,12 @@ Rule makeShardLoaderClassRule() {
     // Loops over this class's objects in other files know it is sharded.
     out.front().Metadata =
         threading::Fact{threading::Fact::Provides, dataloops::loaderClassKey(*record), plan.name, false, ""};
+    // A class that runs out (no ring, no random draws): a loop elsewhere
+    // that counts its own passes over it outruns the share
+    // (fabric-own-dataloader).
+    if (!plan.randomSampler && !plan.wraps && out.size() > 1)
+      out[1].Metadata = threading::Fact{threading::Fact::Provides, dataloops::loaderClassKey(*record) + "#runs-out",
+                                        plan.name, false, ""};
     return out;
   };
   auto explain = run([](const MatchResult& result) -> llvm::Expected<std::string> {

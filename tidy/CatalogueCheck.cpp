@@ -1,5 +1,6 @@
 #include "CatalogueCheck.h"
 
+#include "DataLoops.h"
 #include "FabricInclude.h"
 #include "FixItPieces.h"
 #include "MatchRecording.h"
@@ -363,6 +364,7 @@ void CatalogueCheck::registerMatchers(MatchFinder* finder) {
 }
 
 void CatalogueCheck::onStartOfTranslationUnit() {
+  dataloops::forgetTranslationUnit();  // its plans point into the last unit's AST
   session_->startTranslationUnit();
   recorded_.clear();
 }

@@ -1,5 +1,6 @@
 #include "UnitParse.h"
 
+#include "DataLoops.h"
 #include "Pch.h"
 #include "Preamble.h"
 
@@ -131,6 +132,7 @@ class RecordingAction : public ASTFrontendAction {
                   PreambleCache* preambles, UnitFacts& unit)
       : finder_(finder), parsed_(parsed), root_(root), cancelled_(cancelled), preambles_(preambles), unit_(unit) {}
   bool BeginInvocation(CompilerInstance& ci) override {
+    dataloops::forgetTranslationUnit();              // its plans point into the last unit's AST
     ci.getFrontendOpts().SkipFunctionBodies = true;  // asks the consumer, body by body
     unit_.reachesLibTorch = false;
     for (const HeaderSearchOptions::Entry& entry : ci.getHeaderSearchOpts().UserEntries)
@@ -143,6 +145,7 @@ class RecordingAction : public ASTFrontendAction {
   // Called only when the source was actually processed: a PCH or file that
   // cannot be loaded never gets here, and counts as a failure.
   void EndSourceFileAction() override {
+    dataloops::forgetTranslationUnit();
     if (!getCompilerInstance().getDiagnostics().hasErrorOccurred()) parsed_.failed = false;
     // A program's main: then every call of the project's functions is in
     // the matched code (Threading.h, wholeProgram).

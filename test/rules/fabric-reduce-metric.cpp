@@ -36,6 +36,32 @@ double evaluate(Net& model, Loader& loader, size_t dataset_size) {
   return test_loss / dataset_size;
 }
 
+// Two loops over split data add to one total: reduced once, after the
+// second (reduced after each, the first part would count N times).
+// CHECK-LABEL: {{^}}double evaluate_two(
+// CHECK: {{^}}    count += 10;{{$}}
+// CHECK-NEXT: {{^}}  }{{$}}
+// CHECK-NEXT: {{^}}  for (int64_t i : fabric.shard_range<int64_t>(0, B.size(0), 10)) {{{$}}
+// CHECK: {{^}}    count += 10;{{$}}
+// CHECK-NEXT: {{^}}  }{{$}}
+// CHECK-NEXT: {{^}}  total = fabric.all_reduce(total, fabric::ReduceOp::Sum);{{$}}
+// CHECK-NEXT: {{^}}  count = fabric.all_reduce(count, fabric::ReduceOp::Sum);{{$}}
+// CHECK-NEXT: {{^}}  return total / count;{{$}}
+double evaluate_two(Net& model, const torch::Tensor& A, const torch::Tensor& B) {
+  torch::NoGradGuard no_grad;
+  double total = 0;
+  int64_t count = 0;
+  for (int64_t i = 0; i < A.size(0); i += 10) {
+    total += model->forward(A.slice(0, i, i + 10)).sum().item<double>();
+    count += 10;
+  }
+  for (int64_t i = 0; i < B.size(0); i += 10) {
+    total += model->forward(B.slice(0, i, i + 10)).sum().item<double>();
+    count += 10;
+  }
+  return total / count;
+}
+
 // Per epoch: a running total, a batch count, a tensor sum; all reduced. A
 // count kept across epochs (a global step) is every rank's own and is left
 // alone, as is a value assigned rather than summed.
@@ -69,6 +95,7 @@ int main() {
               << " sum " << sum_of_losses.item<double>() << " step " << global_step << std::endl;
   }
   evaluate(model, *loader, 640);
+  std::printf("two %f\n", evaluate_two(model, torch::randn({40, 4}), torch::randn({30, 4})));
   return 0;
 }
 // CHECK: {{^}}      last = loss.item<double>();

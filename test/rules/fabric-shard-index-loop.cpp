@@ -6,6 +6,7 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <numeric>
 #include <random>
 #include <vector>
 
@@ -181,6 +182,92 @@ void sample(Net& model, torch::Tensor context, const torch::Tensor& X) {
   }
 }
 
+// A shuffle at the top of a train_epoch() (in no loop around the loop), with
+// an engine seeded per process: rank 0's order on every rank.
+// CHECK-LABEL: {{^}}void train_epoch_shuffled(
+// CHECK: {{^}}  fabric.shuffle(idx.begin(), idx.end(), rng);{{$}}
+// CHECK-NEXT: {{^}}  for (size_t i : fabric.shard_range<size_t>(0, idx.size(), bs)) {{{$}}
+void train_epoch_shuffled(Net& model, torch::optim::Optimizer& optimizer, const torch::Tensor& X,
+                          const torch::Tensor& Y, std::vector<int64_t>& idx, std::mt19937& rng, size_t bs) {
+  std::shuffle(idx.begin(), idx.end(), rng);
+  for (size_t i = 0; i < idx.size(); i += bs) {
+    auto t = torch::tensor(std::vector<int64_t>(idx.begin() + i, idx.begin() + std::min(i + bs, idx.size())));
+    auto loss = torch::mse_loss(model->forward(X.index_select(0, t)), Y.index_select(0, t));
+    loss.backward();
+    optimizer.step();
+  }
+}
+
+// A permutation drawn once, before the loop.
+// CHECK-LABEL: {{^}}void train_permuted_once(
+// CHECK: {{^}}  auto perm = fabric.randperm(X.size(0));{{$}}
+// CHECK-NEXT: {{^}}  for (int64_t i : fabric.shard_range<int64_t>(0, X.size(0), 64)) {{{$}}
+void train_permuted_once(Net& model, torch::optim::Optimizer& optimizer, const torch::Tensor& X,
+                         const torch::Tensor& Y) {
+  auto perm = torch::randperm(X.size(0));
+  for (int64_t i = 0; i < X.size(0); i += 64) {
+    auto idx = perm.slice(0, i, i + 64);
+    auto loss = torch::mse_loss(model->forward(X.index_select(0, idx)), Y.index_select(0, idx));
+    loss.backward();
+    optimizer.step();
+  }
+}
+
+// The rows put in a permutation's order each epoch (`Xs =
+// X.index_select(0, perm)`): the permutation becomes rank 0's, and each rank
+// takes its slices of the reordered rows.
+// CHECK-LABEL: {{^}}void train_reordered(
+// CHECK: {{^}}    auto perm = fabric.randperm(n);{{$}}
+// CHECK: {{^}}    for (int64_t i : fabric.shard_range<int64_t>(0, n, bs)) {{{$}}
+void train_reordered(Net& model, torch::optim::Optimizer& optimizer, const torch::Tensor& X, const torch::Tensor& Y) {
+  const int64_t n = X.size(0), bs = 32;
+  for (int epoch = 0; epoch < 3; ++epoch) {
+    auto perm = torch::randperm(n);
+    auto Xs = X.index_select(0, perm);
+    auto Ys = Y.index_select(0, perm);
+    for (int64_t i = 0; i < n; i += bs) {
+      auto loss = torch::mse_loss(model->forward(Xs.slice(0, i, std::min(i + bs, n))),
+                                  Ys.slice(0, i, std::min(i + bs, n)));
+      loss.backward();
+      optimizer.step();
+    }
+  }
+}
+
+// A LoRA rank is no rank of the job: the loop is split.
+// CHECK-LABEL: {{^}}void train_low_rank(
+// CHECK: {{^}}  for (int64_t i : fabric.shard_range<int64_t>(0, X.size(0), 64)) {{{$}}
+torch::Tensor low_rank(const torch::Tensor& w, int rank);
+void train_low_rank(Net& model, torch::optim::Optimizer& optimizer, const torch::Tensor& X, const torch::Tensor& Y) {
+  const int rank = 4;
+  for (int64_t i = 0; i < X.size(0); i += 64) {
+    auto loss = torch::mse_loss(model->forward(low_rank(X.slice(0, i, i + 64), rank)), Y.slice(0, i, i + 64));
+    loss.backward();
+    optimizer.step();
+  }
+}
+
+// Micro-batches of the batch the loop around takes: that loop is split, the
+// micro-batch loop left as it is.
+// CHECK-LABEL: {{^}}void train_micro_batches(
+// CHECK: {{^}}  for (int64_t i : fabric.shard_range<int64_t>(0, n, bs)) {{{$}}
+// CHECK: {{^}}    for (int64_t j = 0; j < bs; j += micro) {{{$}}
+void train_micro_batches(Net& model, torch::optim::Optimizer& optimizer, const torch::Tensor& X,
+                         const torch::Tensor& Y) {
+  const int64_t n = X.size(0), bs = 32, micro = 8;
+  for (int64_t i = 0; i < n; i += bs) {
+    auto xb = X.slice(0, i, i + bs);
+    auto yb = Y.slice(0, i, i + bs);
+    optimizer.zero_grad();
+    for (int64_t j = 0; j < bs; j += micro) {
+      auto loss = torch::mse_loss(model->forward(xb.slice(0, j, j + micro)), yb.slice(0, j, j + micro));
+      // MSG: fabric-shard-index-loop.cpp:[[@LINE+1]]:7: warning: gradient accumulation: every micro-batch's backward all-reduces{{.*}}[fabric-no-backward-sync]
+      loss.backward();
+    }
+    optimizer.step();
+  }
+}
+
 int main() {
   Net model;
   torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(0.1));
@@ -195,5 +282,13 @@ int main() {
   train_by_hand(model, optimizer, X, Y, 0, 1);
   std::printf("test %f\n", evaluate(model, X, Y));
   sample(model, X.slice(0, 0, 1), X);
+  std::vector<int64_t> idx(1024);
+  std::iota(idx.begin(), idx.end(), 0);
+  std::mt19937 rng(std::random_device{}());
+  train_epoch_shuffled(model, optimizer, X, Y, idx, rng, 64);
+  train_permuted_once(model, optimizer, X, Y);
+  train_reordered(model, optimizer, X, Y);
+  train_low_rank(model, optimizer, X, Y);
+  train_micro_batches(model, optimizer, X, Y);
   return 0;
 }

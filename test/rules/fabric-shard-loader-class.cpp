@@ -65,19 +65,25 @@
 // MAIN-NEXT: {{^}}  return total / static_cast<double>(loader.dataset_size());{{$}}
 //
 // MSG: warning: a data loader of the project's own, `StepLoader`, hands out batches by position in `order_`, but it measures its epoch with `steps_per_epoch_ * bs_`{{.*}}[fabric-own-dataloader]
+// A loop that counts its own passes over `IndexLoader`, which loader.cpp
+// shards as a loader that runs out: reported (over `RingLoader`, which wraps,
+// it is not).
+// MSG: main.cpp:58:5: warning: this training loop runs more passes than its rank's share of the data holds: it counts its own passes (`s < train_set.size() / 32`) and takes a batch from `IndexLoader`{{.*}}[fabric-own-dataloader]
 //
 // REPORT: "data_loops": [
 // REPORT: "status": "sharded",
 // REPORT-NEXT: "text": "its batches come from `IndexLoader`, sharded where the class is defined"
 // REPORT: "status": "sharded",
-// REPORT-NEXT: "text": "its batches come from `ImageFolder`
+// REPORT-NEXT: "text": "its batches come from `DataLoader::ImageFolder`
 // REPORT: "status": "sharded",
 // REPORT-NEXT: "text": "its batches come from `RingLoader`
 // REPORT: "status": "needs_a_person",
 // REPORT-NEXT: "text": "its batches come from `StepLoader`, a loader class of the project's own that was not sharded
+// REPORT: "status": "sharded",
+// REPORT-NEXT: "text": "its batches come from `IndexLoader`
 // REPORT: "training_loops": {
 // REPORT-NEXT: "drawn_per_rank": 0,
 // REPORT-NEXT: "needs_a_person": 1,
 // REPORT-NEXT: "not_a_data_loop": 0,
-// REPORT-NEXT: "sharded": 3,
-// REPORT-NEXT: "total": 4
+// REPORT-NEXT: "sharded": 4,
+// REPORT-NEXT: "total": 5

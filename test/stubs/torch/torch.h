@@ -121,6 +121,8 @@ Tensor cat(std::vector<Tensor> tensors, int64_t dim = 0);
 Tensor tensor(std::vector<int64_t> values, TensorOptions options = {});
 Tensor zeros(std::vector<int64_t> shape, TensorOptions options = {});
 Tensor ones(std::vector<int64_t> shape, TensorOptions options = {});
+Tensor full(std::vector<int64_t> shape, double value, TensorOptions options = {});
+Tensor softmax(const Tensor& self, int64_t dim);
 Tensor mse_loss(const Tensor& input, const Tensor& target);
 Tensor nll_loss(const Tensor& input, const Tensor& target);
 void manual_seed(uint64_t seed);
