@@ -3,10 +3,12 @@
 #include "Threading.h"
 
 #include "clang/AST/ASTContext.h"
+#include "clang/AST/ExprCXX.h"
 #include "clang/AST/Stmt.h"
 #include "clang/ASTMatchers/ASTMatchFinder.h"
 #include "clang/ASTMatchers/ASTMatchers.h"
 #include "clang/Basic/SourceManager.h"
+#include "llvm/Support/Path.h"
 
 #include <cctype>
 
@@ -197,8 +199,50 @@ struct Scope {
   std::optional<threading::Need> need;
 };
 
+// The innermost lambda around `node` whose body cannot name a Fabric of
+// the function around it: one that captures by name (`[&model, &opt]`)
+// without a Fabric among them. `capturesThis`: it still reaches members.
+const LambdaExpr* lambdaWithoutFabric(const DynTypedNode& node, ASTContext& context, bool& capturesThis) {
+  DynTypedNode current = node;
+  for (int depth = 0; depth < 256; ++depth) {
+    DynTypedNodeList parents = context.getParents(current);
+    if (parents.empty()) return nullptr;
+    if (const auto* lambda = parents[0].get<LambdaExpr>()) {
+      bool sees = lambda->getCaptureDefault() == LCD_ByRef;
+      capturesThis = lambda->getCaptureDefault() != LCD_None;
+      for (const LambdaCapture& capture : lambda->explicit_captures()) {
+        capturesThis = capturesThis || capture.capturesThis();
+        sees = sees || (capture.capturesVariable() && capture.getCaptureKind() == LCK_ByRef &&
+                        isFabricType(capture.getCapturedVar()->getType()));
+      }
+      if (!sees) return lambda;
+    }
+    current = parents[0];
+  }
+  return nullptr;
+}
+
 Scope fabricScopeOf(const DynTypedNode& node, ASTContext& context) {
   Scope scope;
+  bool capturesThis = false;
+  if (const LambdaExpr* lambda = lambdaWithoutFabric(node, context, capturesThis)) {
+    const SourceManager& sm = context.getSourceManager();
+    SourceLocation at = sm.getExpansionLoc(lambda->getBeginLoc());
+    std::string where =
+        llvm::sys::path::filename(sm.getFilename(at)).str() + ":" + std::to_string(sm.getExpansionLineNumber(at));
+    // Reaching a member Fabric through `this` is fine; anything else is
+    // not captured.
+    bool throughMember = false;
+    if (capturesThis)
+      for (const FunctionDecl* function : enclosingFunctions(node, context))
+        if (const auto* method = llvm::dyn_cast<CXXMethodDecl>(function); method && !method->getParent()->isLambda())
+          throughMember = match::holdsFabricOrOptimizer(*method->getParent());
+    if (!throughMember) {
+      scope.need = threading::Need{"<lambda at " + where + ">", "the lambda at " + where,
+                                   "captures by name and not the Fabric: capture it (`[&]` or `&fabric`)"};
+      return scope;
+    }
+  }
   std::vector<const FunctionDecl*> functions = enclosingFunctions(node, context);
   for (const FunctionDecl* function : functions) {
     for (const ParmVarDecl* parameter : function->parameters())
@@ -220,7 +264,10 @@ Scope fabricScopeOf(const DynTypedNode& node, ASTContext& context) {
                                        "runs before the Fabric is created"};
         return scope;
       }
-    if (const auto* method = llvm::dyn_cast<CXXMethodDecl>(function)) {
+    // A lambda's closure holds its captures (an optimizer captured by
+    // reference), not members the Fabric can join: the function around it
+    // gives the Fabric.
+    if (const auto* method = llvm::dyn_cast<CXXMethodDecl>(function); method && !method->getParent()->isLambda()) {
       for (const FieldDecl* field : method->getParent()->fields())
         if (isFabricType(field->getType())) {
           scope.name = field->getName().str();

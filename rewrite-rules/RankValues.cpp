@@ -136,7 +136,6 @@ bool isRankData(const Expr* e, Search& search) {
   return found;
 }
 
-
 }  // namespace
 
 bool isPerRankValue(const Expr& e, ASTContext& context, const std::function<bool(const VarDecl&)>& madeAlike) {

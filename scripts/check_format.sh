@@ -14,7 +14,7 @@ if [ -z "$format" ]; then
 fi
 folders=(tool tidy rewrite-rules runtime)
 if git rev-parse --is-inside-work-tree > /dev/null 2>&1; then
-  mapfile -t files < <(git ls-files -- "${folders[@]/%//*.cpp}" "${folders[@]/%//*.h}")
+  mapfile -t files < <(git ls-files --cached --others --exclude-standard -- "${folders[@]/%//*.cpp}" "${folders[@]/%//*.h}")
 else
   mapfile -t files < <(find "${folders[@]}" -name '*.cpp' -o -name '*.h' | sort)
 fi

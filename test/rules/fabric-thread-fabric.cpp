@@ -44,6 +44,23 @@
 // DEFAULT-NEXT: {{^}}  Classifier* other = new Classifier(fabric);
 // DEFAULT: {{^}}  Stepper stepper{fabric, net, &sgd};
 
+// Lambdas: `[&]` reaches the Fabric parameter its function gets; a lambda
+// capturing by name is reported (an error: its training is not migrated)
+// and left as it was.
+// RUN: %fabricize --stdout %S/Inputs/thread-lambda.cpp -- %flags > %t.lambda.cpp 2> %t.lambda.err; test $? -eq 1
+// RUN: FileCheck %s --check-prefix=LAMBDA --input-file=%t.lambda.cpp
+// RUN: FileCheck %s --check-prefix=LAMBDA-MSG --input-file=%t.lambda.err
+// LAMBDA: {{^}}void train_by_reference(fabric::Fabric& fabric, torch::nn::Linear& model,
+// LAMBDA: {{^}}    fabric.backward(loss);{{$}}
+// LAMBDA-NEXT: {{^}}    fabric.step(optimizer);{{$}}
+// LAMBDA: {{^}}void train_by_name(torch::nn::Linear& model,
+// LAMBDA: {{^}}    loss.backward();{{$}}
+// LAMBDA-NEXT: {{^}}    optimizer.step();{{$}}
+// LAMBDA: {{^}}  train_by_reference(fabric, model, optimizer, x);{{$}}
+// LAMBDA-NEXT: {{^}}  train_by_name(model, optimizer, x);{{$}}
+// LAMBDA-MSG: thread-lambda.cpp:19:5: error: not migrated (backward through the Fabric{{.*}}`the lambda at thread-lambda.cpp:17` captures by name and not the Fabric: capture it (`[&]` or `&fabric`)
+// LAMBDA-MSG: thread-lambda.cpp:20:5: error: not migrated (step through the Fabric
+
 // Functions: train() declared in a header, defined in its source and called
 // from main gets a `fabric::Fabric&` parameter at every declaration, and the
 // Fabric at every call; so does the helper it calls, and a factory that makes

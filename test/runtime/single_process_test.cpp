@@ -695,6 +695,32 @@ TEST(SingleProcess, SyncCheckLineWithOneProcess) {
   EXPECT_EQ(run(false), "") << "off by default";
 }
 
+// Issue 38 point 6: a run whose steps never went through the Fabric (the
+// migration could not reach them) compared nothing: no verdict, said as such,
+// never "passed: 0 steps".
+TEST(SingleProcess, SyncCheckWithNothingComparedGivesNoVerdict) {
+  ::setenv("FABRIC_CHECK_SYNC", "1", 1);
+  testing::internal::CaptureStderr();
+  {
+    fabric::Fabric fabric(one_cpu_process());
+    fabric.launch();
+    torch::nn::Linear model(3, 2);
+    torch::optim::SGD optimizer(model->parameters(), 0.1);
+    for (int step = 0; step < 3; ++step) {
+      optimizer.zero_grad();
+      model->forward(torch::ones({1, 3})).sum().backward();
+      optimizer.step();
+    }
+  }
+  ::unsetenv("FABRIC_CHECK_SYNC");
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(err.find("sync check passed"), std::string::npos) << err;
+  EXPECT_NE(err.find("fabric: sync check: no verdict on 1 rank: no optimizer stepped through "
+                     "fabric.step(optimizer)"),
+            std::string::npos)
+      << err;
+}
+
 TEST(Precision, Bf16MixedRunsMatmulInBfloat16) {
   fabric::Fabric fabric(one_cpu_process().precision("bf16-mixed"));
   fabric.launch();

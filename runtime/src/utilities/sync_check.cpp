@@ -120,6 +120,16 @@ std::string SyncCheck::after_step(const std::vector<Parameter>& parameters, int 
 
 std::string SyncCheck::summary(int world_size) const {
   if (failed_) return {};
+  // Nothing compared is no proof: two separate models would pass.
+  const std::string ranks = " on " + std::to_string(world_size) + (world_size == 1 ? " rank" : " ranks");
+  if (steps_ == 0)
+    return "fabric: sync check: no verdict" + ranks +
+           ": no optimizer stepped through fabric.step(optimizer), so nothing was compared. Set the model and "
+           "optimizer up with fabric.setup(model, optimizer) and step with fabric.step(optimizer).";
+  if (compared_.empty())
+    return "fabric: sync check: no verdict" + ranks + ": " + std::to_string(steps_) +
+           " steps through fabric.step, but no parameter of a set-up model or optimizer was compared. Pass the "
+           "model and its optimizer to fabric.setup(model, optimizer).";
   return "fabric: sync check passed: " + std::to_string(steps_) + " steps, " + std::to_string(compared_.size()) +
          " parameter tensors identical on " + std::to_string(world_size) + " ranks";
 }

@@ -9,6 +9,9 @@
 // rank exits with code 1). At the end, global rank
 // 0 prints one line that tests and users can look for:
 //   fabric: sync check passed: <S> steps, <P> parameter tensors identical on <W> ranks
+// or, where no step or no parameter was compared, a line that says there is
+// no verdict (and why): passing on nothing would announce two separate
+// models as checked.
 // Off (the default), none of this runs: Fabric reads the variable once.
 #pragma once
 
