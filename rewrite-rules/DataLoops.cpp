@@ -971,15 +971,18 @@ bool isModuleCall(const Stmt& s) {
     return match::isModuleType(call->getArg(0)->getType());
   return false;
 }
-bool runsModel(const Stmt& loop, ASTContext& context) {
+// The loop's body, or a function it calls (two levels deep), holds a
+// statement that passes `test`.
+bool loopOrItsCallsHave(const Stmt& loop, ASTContext& context, bool (*test)(const Stmt&)) {
   bool found = false;
-  walk(bodyOf(loop), [&](const Stmt& s) { found = found || isModuleCall(s); });
+  walk(bodyOf(loop), [&](const Stmt& s) { found = found || test(s); });
   if (found) return true;
   std::set<const FunctionDecl*> seen;
   forEachCalledBody(bodyOf(loop), context, 2, seen,
-                    [&](const Stmt& body) { walk(&body, [&](const Stmt& s) { found = found || isModuleCall(s); }); });
+                    [&](const Stmt& body) { walk(&body, [&](const Stmt& s) { found = found || test(s); }); });
   return found;
 }
+bool runsModel(const Stmt& loop, ASTContext& context) { return loopOrItsCallsHave(loop, context, isModuleCall); }
 
 // --- Whether every rank runs the loop's passes alike -----------------------------
 
@@ -1343,15 +1346,7 @@ void forgetTranslationUnit() {
   cache.context = nullptr;
 }
 
-bool runsBackward(const Stmt& loop, ASTContext& context) {
-  bool found = false;
-  walk(bodyOf(loop), [&](const Stmt& s) { found = found || isBackwardCall(s); });
-  if (found) return true;
-  std::set<const FunctionDecl*> seen;
-  forEachCalledBody(bodyOf(loop), context, 2, seen,
-                    [&](const Stmt& body) { walk(&body, [&](const Stmt& s) { found = found || isBackwardCall(s); }); });
-  return found;
-}
+bool runsBackward(const Stmt& loop, ASTContext& context) { return loopOrItsCallsHave(loop, context, isBackwardCall); }
 
 bool isInnermostTrainingLoop(const Stmt& loop, ASTContext& context) {
   if (!isLoop(loop) || !runsBackward(loop, context)) return false;
