@@ -1087,15 +1087,7 @@ bool endsOnItsOwnData(const Stmt& loop, ASTContext& context) {
           if (const auto* decomposition = dyn_cast<DecompositionDecl>(var))
             for (const BindingDecl* binding : decomposition->bindings()) fromCalls.insert(binding);
         }
-    const Expr *lhs = nullptr, *rhs = nullptr;
-    if (const auto* op = dyn_cast<BinaryOperator>(&s); op && op->isAssignmentOp()) {
-      lhs = op->getLHS();
-      rhs = op->getRHS();
-    } else if (const auto* op = dyn_cast<CXXOperatorCallExpr>(&s);
-               op && op->isAssignmentOp() && op->getNumArgs() == 2) {
-      lhs = op->getArg(0);
-      rhs = op->getArg(1);
-    }
+    auto [lhs, rhs] = statements::assignmentSides(s);
     if (lhs && isa_and_nonnull<CallExpr>(strip(rhs)))
       if (const ValueDecl* target = declOf(lhs)) fromCalls.insert(target);
     // Set through a non-const reference parameter.
@@ -1197,15 +1189,7 @@ bool feedsBackwardAfter(const VarDecl& sum, const Stmt& loop, const Stmt& functi
             flows.insert(var);
             grew = true;
           }
-      const Expr *lhs = nullptr, *rhs = nullptr;
-      if (const auto* op = dyn_cast<BinaryOperator>(&s); op && op->isAssignmentOp()) {
-        lhs = op->getLHS();
-        rhs = op->getRHS();
-      } else if (const auto* op = dyn_cast<CXXOperatorCallExpr>(&s);
-                 op && op->isAssignmentOp() && op->getNumArgs() == 2) {
-        lhs = op->getArg(0);
-        rhs = op->getArg(1);
-      }
+      auto [lhs, rhs] = statements::assignmentSides(s);
       if (lhs && mentions(rhs, flows))
         if (const ValueDecl* target = declOf(lhs); target && flows.insert(target).second) grew = true;
     });

@@ -93,14 +93,7 @@ bool holdsRankData(const VarDecl& var, Search& search) {
   if (function && function->getBody())
     walk(function->getBody(), [&](const Stmt& s) {
       if (rankData) return;
-      const Expr *lhs = nullptr, *rhs = nullptr;
-      if (const auto* op = dyn_cast<BinaryOperator>(&s); op && op->isAssignmentOp()) {
-        lhs = op->getLHS();
-        rhs = op->getRHS();
-      } else if (const auto* op = dyn_cast<CXXOperatorCallExpr>(&s); op && op->isAssignmentOp()) {
-        lhs = op->getArg(0);
-        rhs = op->getArg(1);
-      }
+      auto [lhs, rhs] = statements::assignmentSides(s);
       if (lhs && localVariable(lhs) == &var && isRankData(rhs, search)) rankData = true;
     });
   return rankData;

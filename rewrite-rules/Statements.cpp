@@ -37,6 +37,13 @@ void forEach(const Stmt* s, const std::function<void(const Stmt&)>& visit, bool 
   for (const Stmt* child : s->children()) forEach(child, visit, intoLambdas);
 }
 
+std::pair<const Expr*, const Expr*> assignmentSides(const Stmt& s) {
+  if (const auto* op = dyn_cast<BinaryOperator>(&s); op && op->isAssignmentOp()) return {op->getLHS(), op->getRHS()};
+  if (const auto* op = dyn_cast<CXXOperatorCallExpr>(&s); op && op->isAssignmentOp() && op->getNumArgs() == 2)
+    return {op->getArg(0), op->getArg(1)};
+  return {nullptr, nullptr};
+}
+
 bool callsAny(const Stmt* s, std::initializer_list<const char*> names) {
   bool found = false;
   forEach(

@@ -3,12 +3,14 @@
 // type is a tensor, every statement under one.
 #pragma once
 
+#include "clang/AST/Expr.h"
 #include "clang/AST/Stmt.h"
 #include "clang/AST/Type.h"
 
 #include <functional>
 #include <initializer_list>
 #include <string>
+#include <utility>
 
 namespace fabricize::statements {
 
@@ -22,6 +24,10 @@ bool isTensorType(clang::QualType type);
 // `intoLambdas` (code that may run here) and skipped otherwise (what runs
 // where the lambda is called).
 void forEach(const clang::Stmt* s, const std::function<void(const clang::Stmt&)>& visit, bool intoLambdas);
+
+// The two sides of an assignment, built-in or overloaded, plain or compound
+// (`x = f()`, `t += loss`); {null, null} for anything else.
+std::pair<const clang::Expr*, const clang::Expr*> assignmentSides(const clang::Stmt& s);
 
 // Whether `s` calls a function named (qualified) one of `names`.
 bool callsAny(const clang::Stmt* s, std::initializer_list<const char*> names);
