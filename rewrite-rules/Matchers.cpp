@@ -25,6 +25,74 @@ bool holdsFabricOrOptimizer(const CXXRecordDecl& record) {
   return false;
 }
 
+namespace {
+
+// A statement that ends the function or the program as a failure.
+bool failsHere(const Stmt& statement, ASTContext& context) {
+  const Stmt* s = &statement;
+  if (const auto* cleanups = dyn_cast<ExprWithCleanups>(s)) s = cleanups->getSubExpr();
+  if (const auto* expression = dyn_cast<Expr>(s)) s = expression->IgnoreParenImpCasts();
+  if (isa<CXXThrowExpr>(s)) return true;
+  const auto nonZeroConstant = [&context](const Expr* value) {
+    if (value == nullptr || value->isValueDependent() || value->isTypeDependent()) return false;
+    value = value->IgnoreParenImpCasts();
+    if (value->getType()->isBooleanType()) return false;  // `return false` is no exit code
+    Expr::EvalResult result;
+    return value->getType()->isIntegerType() && value->EvaluateAsInt(result, context) && result.Val.getInt() != 0;
+  };
+  if (const auto* ret = dyn_cast<ReturnStmt>(s)) return nonZeroConstant(ret->getRetValue());
+  if (const auto* call = dyn_cast<CallExpr>(s)) {
+    const FunctionDecl* callee = call->getDirectCallee();
+    if (callee == nullptr || !callee->getIdentifier()) return false;
+    const StringRef name = callee->getName();
+    if (name == "abort" || name == "terminate") return true;
+    if ((name == "exit" || name == "_exit" || name == "_Exit" || name == "quick_exit") && call->getNumArgs() == 1)
+      return nonZeroConstant(call->getArg(0));
+  }
+  return false;
+}
+
+bool refersTo(const Stmt& statement, const VarDecl& variable) {
+  if (const auto* ref = dyn_cast<DeclRefExpr>(&statement); ref && ref->getDecl() == &variable) return true;
+  for (const Stmt* child : statement.children())
+    if (child && refersTo(*child, variable)) return true;
+  return false;
+}
+
+}  // namespace
+
+bool isOnErrorPath(const Stmt& node, ASTContext& context) {
+  DynTypedNode current = DynTypedNode::create(node);
+  const Stmt* statement = nullptr;  // the print's statement in its innermost block
+  while (true) {
+    const DynTypedNodeList parents = context.getParents(current);
+    if (parents.empty()) return false;
+    const DynTypedNode& parent = parents[0];
+    if (const auto* handler = parent.get<CXXCatchStmt>()) {
+      // A handler that fails, or a message that shows the exception (a
+      // rank skipping its bad sample says so); not the load-or-start-fresh
+      // idiom's `catch (...) { std::cout << "starting fresh\n"; }`.
+      if (const auto* body = dyn_cast_or_null<CompoundStmt>(handler->getHandlerBlock())) {
+        for (const Stmt* s : body->body())
+          if (s && failsHere(*s, context)) return true;
+      }
+      const VarDecl* caught = handler->getExceptionDecl();
+      return caught && statement && refersTo(*statement, *caught);
+    }
+    if (parent.get<FunctionDecl>() || parent.get<LambdaExpr>() || parent.get<BlockDecl>()) return false;
+    if (const auto* block = parent.get<CompoundStmt>(); block && !statement) {
+      // Only the innermost block: `if (!ok) { std::cout << ...; return 1; }`.
+      statement = current.get<Stmt>();
+      bool after = false;
+      for (const Stmt* s : block->body()) {
+        if (after && s && failsHere(*s, context)) return true;
+        if (s == statement) after = true;
+      }
+    }
+    current = parent;
+  }
+}
+
 bool isThreadableFunction(const FunctionDecl& function, ASTContext& context) {
   const FunctionDecl* pattern = &function;
   while (const FunctionDecl* p = pattern->getTemplateInstantiationPattern()) {

@@ -215,6 +215,14 @@ inline DeclarationMatcher trainingFunction() { return functionDecl(hasBody(hasDe
 bool isThreadableFunction(const clang::FunctionDecl& function, clang::ASTContext& context);
 AST_MATCHER(clang::FunctionDecl, threadableFunction) { return isThreadableFunction(Node, Finder->getASTContext()); }
 
+// Output on an error path stays on every rank (the rank that fails is the
+// one whose reason must show): in a block that goes on to fail (a non-zero
+// integer return, exit/abort/terminate, or a throw among the statements
+// after it), or in a catch handler that fails or whose message shows the
+// exception (`e.what()`).
+bool isOnErrorPath(const clang::Stmt& node, clang::ASTContext& context);
+AST_MATCHER(clang::Stmt, onErrorPath) { return isOnErrorPath(Node, Finder->getASTContext()); }
+
 // Code the user already runs on one rank: inside `if (fabric.is_global_zero())`
 // or `if (fabric.global_rank() == 0)` (or the local rank's).
 inline auto onOneRankOnly() {

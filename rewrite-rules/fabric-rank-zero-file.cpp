@@ -78,6 +78,18 @@ Rule makeRankZeroFileRule() {
                         hasArgument(1, ignoringParenImpCasts(stringLiteral(isWriteMode()))), inFabricScope(),
                         unless(onOneRankOnly()))
                    .bind("fopen");
+  // `popen("gnuplot", "w")`: the command (drawing the loss curve into an
+  // image) runs on global rank 0; other ranks get a pipe to a command that
+  // discards what is written, so fprintf and pclose stay as they are. A
+  // pipe the program reads from ("r") runs everywhere.
+  auto pipeOpen =
+      callExpr(callee(functionDecl(hasName("::popen"))), argumentCountIs(2),
+               hasArgument(1, ignoringParenImpCasts(stringLiteral(isWriteMode()))),
+               callee(expr(ignoringImplicit(declRefExpr().bind("callee")))), inFabricScope(), unless(onOneRankOnly()));
+  auto toRankZeroPopen = changeTo(node("callee"), edits::fabricMember("rank_zero_popen"));
+  auto explainPipe =
+      cat("the command this pipe feeds runs on global rank 0 only (other ranks write into a pipe "
+          "that discards it), so N ranks do not run N copies writing the same files");
   auto explain =
       cat("the file is written by global rank 0 only (other ranks write to /dev/null), so "
           "ranks do not write copies or truncate rank 0's file");
@@ -109,8 +121,9 @@ Rule makeRankZeroFileRule() {
           "A std::ofstream opened in training code (a loss log, a CSV of metrics) is opened through "
           "fabric.rank_zero_ofstream(path): the file on global rank 0, /dev/null elsewhere (the "
           "free fabric::rank_zero_ofstream where no Fabric can be passed). A call into third-party "
-          "code the project carries that writes a file is made on rank 0. A C fopen for writing is "
-          "reported.",
+          "code the project carries that writes a file is made on rank 0. A pipe to a command "
+          "(popen(cmd, \"w\"): gnuplot drawing the loss curve) is opened through "
+          "fabric.rank_zero_popen. A C fopen for writing is reported.",
           RuleKind::Rewrite,
           applyFirst<std::string>({
               makeRule(cxxConstructExpr(opened, training), openOnRankZero, explain),
@@ -134,6 +147,8 @@ Rule makeRankZeroFileRule() {
               makeRule(vendoredWrite, noopEdit(node("write")),
                        cat("this call into third-party code writes a file on every rank: make it on rank 0 "
                            "only (if (fabric.is_global_zero()) ...)")),
+              makeRule(callExpr(pipeOpen, training), toRankZeroPopen, explainPipe),
+              makeRule(pipeOpen, edits::optionalEdit(toRankZeroPopen), explainPipe),
               makeRule(callExpr(cOpen, training), noopEdit(node("fopen")),
                        cat("every rank opens this file for writing: open and write it on rank 0 "
                            "only (if (fabric.is_global_zero()) ...), or use a std::ofstream from "

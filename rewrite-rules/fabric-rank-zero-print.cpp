@@ -45,12 +45,15 @@ Rule makeRankZeroPrintRule() {
   // A default argument (`void dump(std::ostream& out = std::cout)`) is not a
   // print: it is a declaration, where no Fabric is in scope; the print is
   // the call that uses it, in its caller.
+  // Output on an error path (a message before a non-zero return, exit or
+  // abort; a catch handler that fails or shows the exception) stays on
+  // every rank: when rank 1 fails, its reason must show.
   auto cout = declRefExpr(to(varDecl(hasName("::std::cout"))), inFabricScope(), unless(onOneRankOnly()),
-                          unless(hasAncestor(parmVarDecl())))
+                          unless(hasAncestor(parmVarDecl())), unless(onErrorPath()))
                   .bind("stream");
-  auto printf =
-      callExpr(callee(functionDecl(hasAnyName("::printf", "::std::printf"))),
-               callee(expr(ignoringImplicit(declRefExpr().bind("callee")))), inFabricScope(), unless(onOneRankOnly()));
+  auto printf = callExpr(callee(functionDecl(hasAnyName("::printf", "::std::printf"))),
+                         callee(expr(ignoringImplicit(declRefExpr().bind("callee")))), inFabricScope(),
+                         unless(onOneRankOnly()), unless(onErrorPath()));
   auto explain = cat("print on rank 0 only, so N ranks do not print N copies");
   // Output of training code goes through rank zero; a helper that uses no
   // LibTorch (a usage message) does too when it can get the Fabric, and is
@@ -61,7 +64,9 @@ Rule makeRankZeroPrintRule() {
   return {"fabric-rank-zero-print", "+",
           "std::cout becomes fabric.print() (a stream that writes on global rank 0 only), a call "
           "that prints to std::cout by default (`args.dump()`) passes fabric.print(), and printf "
-          "becomes fabric.printf.",
+          "becomes fabric.printf. Output on an error path (a message before a non-zero return, exit, "
+          "abort or throw; in a catch handler that fails or shows the exception) and std::cerr stay "
+          "on every rank.",
           RuleKind::Rewrite,
           applyFirst<std::string>({
               makeRule(declRefExpr(cout, training), toPrint, explain),

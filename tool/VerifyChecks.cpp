@@ -2,6 +2,7 @@
 
 #include "Output.h"
 
+#include "llvm/ADT/SmallVector.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
@@ -154,13 +155,21 @@ std::map<std::string, std::set<int>> writersByFile(const std::string& log, const
   for (const std::string& line : lines(contentsOf(log))) {
     size_t tab = line.find('\t');
     if (tab == std::string::npos) continue;
-    long pid = std::atol(line.substr(0, tab).c_str());
     std::string path = line.substr(tab + 1);
     if (llvm::StringRef(path).starts_with(ignoredFolder) || llvm::StringRef(path).starts_with("/dev/") ||
         llvm::StringRef(path).starts_with("/proc/") || llvm::StringRef(path).starts_with("/sys/"))
       continue;
-    auto rank = rankOfPid.find(pid);
-    if (rank != rankOfPid.end()) out[path].insert(rank->second);
+    // The writer and its ancestors: a command a rank started (popen,
+    // system) writes for that rank, the nearest one in the chain (rank 0
+    // starts the others, so it is an ancestor of theirs too).
+    llvm::SmallVector<llvm::StringRef, 8> pids;
+    llvm::StringRef(line).substr(0, tab).split(pids, ',');
+    for (llvm::StringRef pid : pids) {
+      auto rank = rankOfPid.find(std::atol(pid.str().c_str()));
+      if (rank == rankOfPid.end()) continue;
+      out[path].insert(rank->second);
+      break;
+    }
   }
   return out;
 }

@@ -36,6 +36,28 @@ namespace detail {
 // What a Fabric keeps besides its strategy (which owns the process group,
 // precision and checkpoint IO): the set-up models and what it has already
 // said. Only this file sees it.
+// Where a tensor's values live, and as what.
+struct ParameterPlace {
+  const void* storage = nullptr;  // identity only, never dereferenced
+  int64_t offset = 0;
+  at::ScalarType dtype = at::kFloat;
+  c10::Device device = c10::Device(c10::kCPU);
+  std::vector<int64_t> sizes;
+  static ParameterPlace of(const at::Tensor& tensor) {
+    return {storage_of(tensor), tensor.storage_offset(), tensor.scalar_type(), tensor.device(), tensor.sizes().vec()};
+  }
+  // Read at every backward: no allocation, no reference count touched.
+  bool holds(const at::Tensor& tensor) const {
+    return storage == storage_of(tensor) && offset == tensor.storage_offset() && dtype == tensor.scalar_type() &&
+           device == tensor.device() && tensor.sizes() == c10::IntArrayRef(sizes);
+  }
+
+ private:
+  static const void* storage_of(const at::Tensor& tensor) {
+    return tensor.unsafeGetTensorImpl()->storage().unsafeGetStorageImpl();
+  }
+};
+
 class FabricState {
  public:
   Options options;
@@ -65,9 +87,21 @@ class FabricState {
     // the model's gradient synchronization (setup(), or a backward that
     // found the set changed: see Fabric::backward).
     std::vector<char> trained;
+    // Per parameter: where its values lived when Fabric last synchronized
+    // it. torch::load, Module::load, set_, set_data and Module::to give a
+    // parameter new storage (LibTorch reads a checkpoint with set_, where
+    // Python's load_state_dict copies in place); the gradient
+    // synchronization built over the old one would no longer average it.
+    std::vector<ParameterPlace> places;
     int no_sync_depth = 0;  // how many no_backward_sync guards hold it
   };
   std::vector<SetUpModel> models;
+  static void record_places(SetUpModel& model) {
+    model.places.clear();
+    for (const auto& item : model.parameters) model.places.push_back(ParameterPlace::of(item.second));
+  }
+  // Whether rank 0 said that Fabric followed replaced parameters.
+  bool noted_replaced_parameters = false;
   SetUpModel* find_model(const torch::nn::Module* address) {
     for (auto& model : models) {
       if (model.address == address) return &model;
@@ -75,7 +109,7 @@ class FabricState {
     return nullptr;
   }
 
-  // FABRIC_CHECK_SYNC=1.
+  // The sync check (sampled by default; FABRIC_CHECK_SYNC); null when off.
   std::unique_ptr<SyncCheck> sync_check;
   // Optimizers seen to step a set-up model's parameters (never dereferenced).
   std::unordered_set<const torch::optim::Optimizer*> optimizers_known_set_up;
@@ -115,7 +149,9 @@ Fabric::Fabric(Options options) : state_(std::make_unique<detail::FabricState>()
   state.options = options;
   // The connector resolves the options into the strategy and its plugins.
   state.strategy = detail::connect_strategy(options);
-  if (detail::SyncCheck::requested()) state.sync_check = std::make_unique<detail::SyncCheck>();
+  const auto sync_check_mode = detail::SyncCheck::mode_from_environment();
+  if (sync_check_mode != detail::SyncCheckMode::off)
+    state.sync_check = std::make_unique<detail::SyncCheck>(sync_check_mode);
   sharding_ = std::make_unique<detail::DataSharding>(*this, world_size(), global_rank(), device());
   // fabricize verify: the seed an instrumented original takes first in
   // main, and this rank's record (nothing when FABRIC_VERIFY_RECORD is unset).
@@ -135,6 +171,9 @@ Fabric::~Fabric() {
     // one waits for in a collective ends the job instead (exit code 1).
     if (!unwinding) {
       monitor->finish();
+      // Every rank got here: the sampled check's last comparison covers
+      // the passes since its previous one (a short run, the last steps).
+      if (state.sync_check && state.sync_check->due_at_end()) check_sync_sampled(/*at_end=*/true);
     } else if (state.placement().launcher != "fabric" &&
                !(state.placement().launcher.empty() && state.placement().local_world_size > 1)) {
       // No launcher of Fabric's watches this job's exits: ranks waiting at
@@ -265,6 +304,7 @@ void release_loose_parameters(detail::FabricState& state, const detail::NamedPar
     }
     entry.parameters = std::move(kept);
     entry.trained = std::move(kept_trained);
+    detail::FabricState::record_places(entry);
     ++k;
   }
 }
@@ -331,9 +371,11 @@ void setup_model(detail::FabricState& state, torch::nn::Module& model, std::shar
   // the first one takes).
   if (!first_setup) {
     state.strategy->module_loaded(*module);
+    detail::FabricState::record_places(*state.find_model(module));
     return;
   }
   state.collectives().run("fabric.setup()", [&] { state.strategy->setup_module(*module, trained); });
+  detail::FabricState::record_places(*state.find_model(module));
 }
 
 // An optimizer's parameters that no set-up model owns (a class that is not a
@@ -387,6 +429,7 @@ void setup_loose_parameters(detail::FabricState& state, detail::NamedParameters 
   state.models.push_back(std::move(entry));
   broadcast_from_rank_zero(state, "fabric.setup_optimizer()", loose, {});
   state.collectives().run("fabric.setup_optimizer()", [&] { state.strategy->setup_module(*holder, trained); });
+  detail::FabricState::record_places(*state.find_model(holder.get()));
 
   // What Fabric cannot do without the modules: their buffers.
   if (state.placement().world_size == 1 || state.noted_loose_parameters) return;
@@ -466,17 +509,29 @@ void mix(uint64_t& hash, int64_t value) {
 // parameters: a tag (a rank in another collective sends other data), the
 // set's hash, and its size in tensors and in values.
 constexpr int64_t kTrainedSetTag = 0x4661627269635472;  // "FabricTr"
-constexpr int64_t kTrainedSetFields = 4;
+constexpr int64_t kTrainedSetFields = 5;
 
 // Several processes, and this rank found the set of parameters that require
 // grad changed: every rank must have found the same change at this same
 // backward, since the Reducers are rebuilt over it on every rank. One small
 // all-gather, only at such a backward; every rank that joins it throws the
 // same error when the sets differ, before anything is computed or sent.
-void agree_on_trained_parameters(detail::FabricState& state) {
+void agree_on_trained_parameters(detail::FabricState& state, const std::vector<std::vector<size_t>>& replaced,
+                                 const char* call) {
   uint64_t hash = 14695981039346656037ull;
   int64_t tensors = 0;
   int64_t values = 0;
+  size_t replaced_count = 0;
+  for (size_t k = 0; k < replaced.size(); ++k) {
+    for (const size_t i : replaced[k]) {
+      mix(hash, -1 - static_cast<int64_t>(k));
+      mix(hash, static_cast<int64_t>(i));
+      // Their values: the forward already used them, so they cannot be
+      // overwritten with rank 0's now; every rank must have loaded the same.
+      mix(hash, detail::hash_of(state.models[k].parameters[i].second));
+      ++replaced_count;
+    }
+  }
   for (size_t k = 0; k < state.models.size(); ++k) {
     const auto& parameters = state.models[k].parameters;
     for (size_t i = 0; i < parameters.size(); ++i) {
@@ -496,11 +551,11 @@ void agree_on_trained_parameters(detail::FabricState& state) {
   fields[1] = static_cast<int64_t>(hash);
   fields[2] = tensors;
   fields[3] = values;
+  fields[4] = static_cast<int64_t>(replaced_count);
   std::vector<at::Tensor> input{mine.to(state.device())};
   std::vector<std::vector<at::Tensor>> output(1);
   for (int r = 0; r < world; ++r) output[0].push_back(at::empty_like(input[0]));
-  state.collectives().run(detail::kTrainedSetChangedCall,
-                          [&] { state.collectives().group()->allgather(output, input)->wait(); });
+  state.collectives().run(call, [&] { state.collectives().group()->allgather(output, input)->wait(); });
   std::vector<std::array<int64_t, kTrainedSetFields>> all(static_cast<size_t>(world));
   for (int r = 0; r < world; ++r) {
     const auto received = output[0][static_cast<size_t>(r)].cpu();
@@ -512,7 +567,7 @@ void agree_on_trained_parameters(detail::FabricState& state) {
     const auto& other = all[static_cast<size_t>(r)];
     if (other[0] != kTrainedSetTag) {
       absent += (absent.empty() ? "" : ", ") + std::to_string(r);
-    } else if (other[1] != fields[1] || other[2] != tensors || other[3] != values) {
+    } else if (other[1] != fields[1] || other[2] != tensors || other[3] != values || other[4] != fields[4]) {
       agree = false;
     }
   }
@@ -522,12 +577,23 @@ void agree_on_trained_parameters(detail::FabricState& state) {
       "every rank must do so at the same fabric.backward(): freeze and unfreeze "
       "(requires_grad_) the same parameters at the same step on every rank (a condition that "
       "differs per rank, such as its own loss or data, must be all-reduced first).";
+  const std::string replaced_rule =
+      " Fabric follows a parameter that gets new storage after fabric.setup() (torch::load, Module::load, set_, "
+      "set_data or ->to() on a set-up model: the gradient synchronization is rebuilt over it) when every rank "
+      "replaces the same parameters with the same values before the same fabric.backward(): load the same "
+      "checkpoint on every rank, at the same point (fabric.load(path, state) does, in place), never under "
+      "is_global_zero() alone.";
+  const bool involves_replaced = std::any_of(all.begin(), all.end(), [](const auto& other) { return other[4] != 0; });
   if (!absent.empty()) {
-    throw std::runtime_error("fabric.backward(): on rank " + std::to_string(state.placement().global_rank) +
-                             " the set of parameters that require grad changed since the previous backward, but "
-                             "rank" +
-                             (absent.find(',') != std::string::npos ? "s " : " ") + absent +
-                             " did not change it at this backward (they are in another collective)." + rule);
+    const std::string what = replaced_count > 0 ? std::to_string(replaced_count) +
+                                                      " parameter tensors of the set-up models got new storage "
+                                                      "since the previous backward"
+                                                : "the set of parameters that require grad changed since the "
+                                                  "previous backward";
+    throw std::runtime_error("fabric.backward(): on rank " + std::to_string(state.placement().global_rank) + " " +
+                             what + ", but rank" + (absent.find(',') != std::string::npos ? "s " : " ") + absent +
+                             " did not at this backward (they are in another collective)." +
+                             (replaced_count > 0 ? replaced_rule : rule));
   }
   if (agree) return;
   std::string ranks;
@@ -535,34 +601,58 @@ void agree_on_trained_parameters(detail::FabricState& state) {
     const auto& other = all[static_cast<size_t>(r)];
     ranks += (r == 0 ? "rank " : "; rank ") + std::to_string(r) + " trains " + std::to_string(other[2]) +
              " parameter tensor" + (other[2] == 1 ? "" : "s") + " (" + std::to_string(other[3]) + " values)";
+    if (involves_replaced) ranks += " and replaced " + std::to_string(other[4]);
   }
   throw std::runtime_error(
-      "fabric.backward(): the ranks disagree on which parameters of the set-up models require "
-      "grad: " +
-      ranks +
-      (std::all_of(all.begin(), all.end(), [&](const auto& other) { return other[2] == tensors && other[3] == values; })
-           ? " (as many on every rank, but not the same ones)"
+      std::string("fabric.backward(): the ranks disagree on which parameters of the set-up models ") +
+      (involves_replaced ? "got new storage since the previous backward or " : "") + "require grad: " + ranks +
+      (std::all_of(
+           all.begin(), all.end(),
+           [&](const auto& other) { return other[2] == tensors && other[3] == values && other[4] == fields[4]; })
+           ? (involves_replaced ? " (as many on every rank, but not the same ones, or not the same values)"
+                                : " (as many on every rank, but not the same ones)")
            : "") +
-      "." + rule + " Nothing was computed or sent for this backward.");
+      "." + (involves_replaced ? replaced_rule : rule) + " Nothing was computed or sent for this backward.");
 }
 
-// Makes the strategy follow the set-up models' parameters that require grad
-// (LoRA: the adapters first, then every parameter): a model whose set
-// changed since the strategy last saw it gets its gradient synchronization
-// rebuilt over the new set. The parameters themselves are in sync already.
-void follow_trained_parameters(detail::FabricState& state) {
+// Makes the strategy follow the set-up models' parameters: a model whose
+// set of parameters that require grad changed since the strategy last saw it
+// (LoRA: the adapters first, then every parameter), or one whose parameters
+// were replaced after setup (torch::load, Module::load, set_, set_data,
+// Module::to: new storage, dtype or device), gets its gradient
+// synchronization rebuilt. Every rank must find the same at the same
+// backward, replaced parameters holding the same values (checked: the
+// forward has used them, so rank 0's can no longer be broadcast).
+// `agree_anyway`: the ranks meet in the agreement even when this one found
+// nothing (the sync check is due at this backward on every rank): a rank
+// that replaced parameters alone is then named as such, not found later in
+// another collective.
+void follow_trained_parameters(detail::FabricState& state, bool agree_anyway) {
   std::vector<size_t> changed;
+  // Per model: the positions of the parameters replaced since last seen.
+  std::vector<std::vector<size_t>> replaced(state.models.size());
+  const bool follows_places = state.strategy->follows_replaced_parameters();
+  bool any_replaced = false;
   for (size_t k = 0; k < state.models.size(); ++k) {
     const auto& model = state.models[k];
+    bool model_changed = false;
     for (size_t i = 0; i < model.parameters.size(); ++i) {
-      if ((model.parameters[i].second.requires_grad() ? 1 : 0) != model.trained[i]) {
-        changed.push_back(k);
-        break;
+      const auto& parameter = model.parameters[i].second;
+      if ((parameter.requires_grad() ? 1 : 0) != model.trained[i]) model_changed = true;
+      if (follows_places && i < model.places.size() && !model.places[i].holds(parameter)) {
+        replaced[k].push_back(i);
+        model_changed = true;
+        any_replaced = true;
       }
     }
+    if (model_changed) changed.push_back(k);
+  }
+  if (changed.empty() && !agree_anyway) return;
+  if (state.collectives().group()) {
+    agree_on_trained_parameters(state, replaced,
+                                changed.empty() ? "fabric.backward() (sync check)" : detail::kTrainedSetChangedCall);
   }
   if (changed.empty()) return;
-  if (state.collectives().group()) agree_on_trained_parameters(state);
   for (const size_t k : changed) {
     auto& model = state.models[k];
     detail::NamedParameters trained;
@@ -572,8 +662,31 @@ void follow_trained_parameters(detail::FabricState& state) {
       if (requires_grad) trained.push_back(model.parameters[i]);
     }
     // Local on every rank (a Reducer is built without communicating).
-    state.strategy->trained_parameters_changed(model.address, trained);
+    if (replaced[k].empty()) {
+      state.strategy->trained_parameters_changed(model.address, trained);
+    } else {
+      state.strategy->parameters_replaced(model.address, trained);
+    }
+    detail::FabricState::record_places(model);
   }
+  if (!any_replaced || state.placement().world_size == 1 || state.noted_replaced_parameters) return;
+  state.noted_replaced_parameters = true;
+  if (state.placement().global_rank != 0) return;
+  size_t count = 0;
+  std::string first;
+  for (size_t k = 0; k < state.models.size(); ++k) {
+    for (const size_t i : replaced[k]) {
+      if (count++ == 0) first = state.models[k].parameters[i].first;
+    }
+  }
+  detail::write_stderr_line(
+      "fabric: note: fabric.backward(): " + std::to_string(count) + " parameter tensor" + (count == 1 ? "" : "s") +
+      " of the set-up models (first '" + first +
+      "') got new storage after fabric.setup() (torch::load, Module::load, set_, set_data or ->to() replace a "
+      "parameter's tensor data; copy_ does not). Fabric rebuilt their gradient synchronization under strategy '" +
+      state.strategy->name() +
+      "' and checked that every rank holds the same values. fabric.load(path, state) loads in place. (Printed "
+      "once, by rank 0.)");
 }
 
 }  // namespace
@@ -585,8 +698,10 @@ uint64_t Fabric::gradient_synchronizations() const { return state_->gradient_syn
 void Fabric::backward(const torch::Tensor& loss, const torch::Tensor& gradient, c10::optional<bool> retain_graph,
                       bool create_graph) {
   auto& state = *state_;
+  const bool check_sync = state.sync_check && state.collectives().group() && state.sync_check->due_before_backward();
+  follow_trained_parameters(state, check_sync);
   state.strategy->check_in_sync("fabric.backward()");
-  follow_trained_parameters(state);
+  if (check_sync) check_sync_sampled(/*at_end=*/false);
   verify::record_loss(loss);
   // With several set-up models (a GAN's generator and discriminator), each
   // loss reaches only some of them, and the strategy acts only on those it
@@ -789,7 +904,8 @@ torch::Tensor Fabric::step(torch::optim::Optimizer& optimizer, torch::optim::Opt
   // Before the sync check, which ends the job when the ranks differ: the
   // record then shows the step where they did.
   verify::record_step(optimizer);
-  if (state.sync_check) check_sync_after_step(optimizer);
+  if (state.sync_check && state.sync_check->mode() == detail::SyncCheckMode::every_step)
+    check_sync_after_step(optimizer);
   return loss;
 }
 
@@ -822,11 +938,45 @@ void Fabric::check_sync_after_step(torch::optim::Optimizer& optimizer) {
   detail::SyncCheck::AllGather gather;
   if (state.collectives().group()) gather = [this](const at::Tensor& tensor) { return all_gather(tensor); };
   const std::string failure = state.sync_check->after_step(parameters, world_size(), gather);
-  if (failure.empty()) return;
+  if (!failure.empty()) stop_for_sync_check(failure);
+}
+
+void Fabric::check_sync_sampled(bool at_end) {
+  auto& state = *state_;
+  std::vector<detail::SyncCheck::Parameter> parameters;
+  std::unordered_set<const void*> listed;
+  for (size_t k = 0; k < state.models.size(); ++k) {
+    for (const auto& [name, tensor] : state.models[k].parameters) {
+      if (!listed.insert(tensor.unsafeGetTensorImpl()).second) continue;
+      parameters.push_back({state.models.size() > 1 && !state.models[k].loose
+                                ? name + " (set-up model #" + std::to_string(k + 1) + ")"
+                                : name,
+                            tensor});
+    }
+  }
+  const char* call = at_end ? "fabric shutdown (sync check)" : "fabric.backward() (sync check)";
+  auto scope = state.collectives().scope(call);
+  // fsdp: whole while they are hashed.
+  auto readable = state.collectives().run(call, [&] { return state.strategy->make_parameters_readable(); });
+  std::string failure;
+  {
+    struct Undo {
+      std::function<void()>& step;
+      ~Undo() {
+        if (step) step();
+      }
+    } undo_at_exit{readable};
+    failure = state.sync_check->check_sampled(
+        parameters, [this](const at::Tensor& tensor) { return all_gather(tensor); }, at_end);
+  }
+  if (!failure.empty()) stop_for_sync_check(failure);
+}
+
+void Fabric::stop_for_sync_check(const std::string& failure) {
   // Every rank found the same: rank 0 says it once and every rank exits 1.
   detail::stop_reporting_child_exits();
   if (is_global_zero()) detail::write_stderr_line(failure);
-  if (!is_global_zero() && state.placement().launcher == "fabric") {
+  if (!is_global_zero() && state_->placement().launcher == "fabric") {
     // Stopped by the launcher once rank 0 has spoken; exits itself otherwise.
     std::this_thread::sleep_for(std::chrono::seconds(10));
   }
@@ -909,6 +1059,21 @@ torch::Tensor Fabric::clip_module_gradients(torch::nn::Module& module, torch::op
 
 std::ofstream rank_zero_ofstream(const std::string& path, std::ios::openmode mode) {
   return detail::open_rank_zero_ofstream(detail::global_zero_from_environment(), path, mode);
+}
+
+FILE* detail::open_rank_zero_popen(bool global_zero, const char* command, const char* mode) {
+  const bool writes = mode != nullptr && std::strchr(mode, 'w') != nullptr;
+  // `cat` takes what the program writes and drops it; pclose waits for it
+  // as it would for the real command.
+  return ::popen(global_zero || !writes ? command : "cat > /dev/null", mode);
+}
+
+FILE* Fabric::rank_zero_popen(const char* command, const char* mode) const {
+  return detail::open_rank_zero_popen(is_global_zero(), command, mode);
+}
+
+FILE* rank_zero_popen(const char* command, const char* mode) {
+  return detail::open_rank_zero_popen(detail::global_zero_from_environment(), command, mode);
 }
 
 void Fabric::log(const std::string& name, double value, int64_t step) { log_dict(Metrics{{name, value}}, step); }

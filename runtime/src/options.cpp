@@ -207,7 +207,7 @@ std::string canonical_choice(const ChoiceSet& set, const std::string& raw, const
 
 // A strategy name may also choose find_unused_parameters; a plain name
 // ("ddp") leaves whatever the code chose.
-void apply_also_sets(const NamedValue& value, bool& find_unused_parameters) {
+void apply_also_sets(const NamedValue& value, std::optional<bool>& find_unused_parameters) {
   if (value.also_sets == AlsoSets::find_unused_parameters) find_unused_parameters = true;
   if (value.also_sets == AlsoSets::no_find_unused_parameters) find_unused_parameters = false;
 }

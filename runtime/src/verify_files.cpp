@@ -1,10 +1,13 @@
 // libfabric_verify_files.so: which process writes which file, for
 // `fabricize verify` (LD_PRELOAD). Each open for writing (open, openat,
 // creat, fopen with "w"/"a"/"+") and each rename's target appends
-// "<pid>\t<absolute path>\n" to the file FABRIC_VERIFY_FILES names, one
-// write(2) per line with O_APPEND, so the ranks' lines never interleave.
-// verify maps pids to ranks through the ranks' records and reports a file
-// written by more than one rank. Nothing else changes: each call goes on to
+// "<pid>,<parent pid>,<its parent>...\t<absolute path>\n" to the file
+// FABRIC_VERIFY_FILES names, one write(2) per line with O_APPEND, so the
+// ranks' lines never interleave. The library is preloaded into the
+// commands a rank starts too (popen("gnuplot"), system()), which inherit
+// the environment; their lines carry the rank among their ancestors. verify
+// maps the first pid of a line that is a rank's (through the ranks' records)
+// to that rank and reports a file written by more than one rank. Nothing else changes: each call goes on to
 // the C library's own function.
 #include <dlfcn.h>
 #include <fcntl.h>
@@ -15,10 +18,41 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 
 namespace {
+
+// The parent of `pid` from /proc/<pid>/stat (0 when unknown), read with raw
+// system calls: open() and read() of the C library would come back here.
+long parent_of(long pid) {
+  const std::string path = "/proc/" + std::to_string(pid) + "/stat";
+  const int fd = static_cast<int>(::syscall(SYS_openat, AT_FDCWD, path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd < 0) return 0;
+  char buffer[512];
+  const ssize_t size = ::read(fd, buffer, sizeof buffer - 1);
+  ::close(fd);
+  if (size <= 0) return 0;
+  buffer[size] = '\0';
+  // "pid (command) state ppid ...": the command may hold spaces and ')'.
+  const char* end = strrchr(buffer, ')');
+  if (end == nullptr) return 0;
+  char state = 0;
+  long parent = 0;
+  return std::sscanf(end + 1, " %c %ld", &state, &parent) == 2 ? parent : 0;
+}
+
+// "<pid>,<parent>,<grandparent>,..." up to init, at most 16 levels.
+std::string ancestry() {
+  std::string text = std::to_string(::getpid());
+  long pid = ::getppid();
+  for (int level = 0; level < 16 && pid > 1; ++level) {
+    text += "," + std::to_string(pid);
+    pid = parent_of(pid);
+  }
+  return text;
+}
 
 void note(const char* path) {
   const char* log = std::getenv("FABRIC_VERIFY_FILES");
@@ -29,7 +63,7 @@ void note(const char* path) {
     if (::getcwd(cwd, sizeof cwd) != nullptr) absolute = std::string(cwd) + "/" + path;
   }
   if (absolute == log) return;
-  const std::string line = std::to_string(::getpid()) + "\t" + absolute + "\n";
+  const std::string line = ancestry() + "\t" + absolute + "\n";
   // The raw system call: going through open() would come back here.
   const int fd =
       static_cast<int>(::syscall(SYS_openat, AT_FDCWD, log, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644));

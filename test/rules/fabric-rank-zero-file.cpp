@@ -65,6 +65,12 @@ int main() {
   // MSG: fabric-rank-zero-file.cpp:[[@LINE+1]]:17: warning: every rank opens this file for writing{{.*}}[fabric-rank-zero-file]
   FILE* c_log = fopen("c_log.txt", "a");
   FILE* input = std::fopen("input.txt", "r");
+  // A pipe to a command that writes the loss curve: rank 0's; one the
+  // program reads from runs on every rank.
+  // CHECK: {{^  }}FILE* plot = fabric.rank_zero_popen("gnuplot", "w");
+  // CHECK-NEXT: {{^  }}FILE* revision = popen("git rev-parse HEAD", "r");
+  FILE* plot = popen("gnuplot", "w");
+  FILE* revision = popen("git rev-parse HEAD", "r");
   // MSG-NOT: warning
   return 0;
 }

@@ -3,6 +3,8 @@
 // RUN: %migrate %t.cpp -- %flags | diff -u %t.cpp -
 #include <torch/torch.h>
 #include <fabric/fabric.h>
+#include <cstdlib>
+#include <stdexcept>
 
 // A helper main calls once it has its Fabric gets it too, so it prints once.
 // CHECK: {{^}}void banner(fabric::Fabric& fabric) { fabric.print() << "hello\n"; }
@@ -59,5 +61,61 @@ int main(int argc, char** argv) {
     std::cerr << "warning\n";
   }
   banner();
+  // An error path stays on every rank: when rank 1 fails, its reason shows.
+  // CHECK: {{^    }}std::cout << "training failed: " << error.what() << std::endl;
+  // CHECK-NEXT: {{^    }}return -1;
+  try {
+    options.dump(std::cerr);
+  } catch (const std::exception& error) {
+    std::cout << "training failed: " << error.what() << std::endl;
+    return -1;
+  }
+  // CHECK: {{^    }}std::cout << "cannot read the data set\n";
+  // CHECK-NEXT: {{^    }}std::exit(1);
+  if (argc > 3) {
+    std::cout << "cannot read the data set\n";
+    std::exit(1);
+  }
+  // CHECK: {{^    }}printf("bad shape\n");
+  // CHECK-NEXT: {{^    }}abort();
+  if (argc > 4) {
+    printf("bad shape\n");
+    abort();
+  }
+  // CHECK: {{^    }}std::cout << "no checkpoint\n";
+  // CHECK-NEXT: {{^    }}throw std::runtime_error("no checkpoint");
+  if (argc > 5) {
+    std::cout << "no checkpoint\n";
+    throw std::runtime_error("no checkpoint");
+  }
+  // A handler that shows the exception and goes on (this rank skips its bad
+  // sample): every rank; the load-or-start-fresh idiom: rank 0.
+  // CHECK: {{^    }}std::cout << "skipping a bad sample: " << bad.what() << "\n";
+  // CHECK: {{^    }}fabric.print() << "starting fresh\n";
+  try {
+    options.dump(std::cerr);
+  } catch (const std::exception& bad) {
+    std::cout << "skipping a bad sample: " << bad.what() << "\n";
+  }
+  try {
+    options.dump(std::cerr);
+  } catch (const std::exception&) {
+    std::cout << "starting fresh\n";
+  }
+  // Not an error: a zero return, a `return false`-like end, a later failure
+  // in an enclosing block.
+  // CHECK: {{^    }}fabric.print() << "done early\n";
+  // CHECK-NEXT: {{^    }}return 0;
+  if (argc > 6) {
+    std::cout << "done early\n";
+    return 0;
+  }
+  // CHECK: {{^      }}fabric.print() << "checking\n";
+  if (argc > 7) {
+    if (argc > 8) {
+      std::cout << "checking\n";
+    }
+    return 3;
+  }
   return 0;
 }

@@ -77,7 +77,19 @@
       FABRIC_CHECK_SYNC=1: a job in sync (ddp, zero2; 1 and 2 ranks) prints
       "fabric: sync check passed: ..." once; a rank that changes a parameter
       behind the Fabric's back ends the job with the step, the parameter and
-      the ranks; without the variable nothing is printed.
+      the ranks. By default (unset or empty): silent in sync (ddp, zero2); the
+      change is found at the next sampled check or when the Fabric ends,
+      non-zero. FABRIC_CHECK_SYNC=0/off: nothing; an unknown value: an error
+      listing the valid ones.
+  launch_driver.py unused_first PROGRAM
+      A head the first backward reaches on no rank (ddp, zero1, option
+      unchosen): trained in sync, one note; ..._false or ranks that disagree:
+      the job stops naming them.
+  launch_driver.py replaced PROGRAM
+      Parameters replaced after fabric.setup() (torch::load, Module::load with
+      the optimizer's load, ->to(kDouble), a teacher copied alike), default
+      sync check: 2 ranks equal the 1-process resume (ddp, zero2); a load on
+      rank 0 only, per-rank copies, and fsdp stop with the cause.
   launch_driver.py unused_uncaught PROGRAM
       A head left unused on every rank, or on rank 1 only, under ddp without
       find_unused_parameters, and the program does not catch the error:
@@ -1118,10 +1130,132 @@ def sync_check(program):
         report(case, f"exit code {code}; expected /{expected}/ once:\n{stderr}")
     else:
         print(f"{case}: the job ended in {elapsed:.1f} s with the message")
-    code, _, stderr = run_job("sync check off", [program, "sync", "--devices=2"],
-                              env=dict(os.environ, FABRIC_CHECK_SYNC=""))
-    if code != 0 or "sync check" in stderr:
-        report("sync check off", f"exit code {code}:\n{stderr}")
+    # The default (FABRIC_CHECK_SYNC unset or empty): sampled, silent when the
+    # ranks agree; a change after step 3 (checks before backward passes 1
+    # and 3, the next due at 7) is found when the Fabric ends, non-zero.
+    default = {k: v for k, v in os.environ.items() if k != "FABRIC_CHECK_SYNC"}
+    for strategy in ("ddp", "zero2"):
+        for env in (default, dict(default, FABRIC_CHECK_SYNC="")):
+            case = f"sync check by default, {strategy}, in sync"
+            code, _, stderr = run_job(case, [program, "sync", "--devices=2", f"--strategy={strategy}"], env=env)
+            if code != 0 or "sync check" in stderr:
+                report(case, f"exit code {code}; expected no sync check line:\n{stderr}")
+    case = "sync check by default, rank 1 perturbs a parameter after step 3"
+    code, _, stderr = run_job(case, [program, "sync", "--devices=2", "--perturb-rank=1", "--perturb-step=3"],
+                              timeout=60, env=default)
+    expected = (r"^fabric: sync check failed when the Fabric ended \(after 6 backward passes\); it last passed "
+                r"before backward pass 3: parameter 'first\.weight' differs between ranks: rank 0 holds one value "
+                r"and rank 1 another\.")
+    if code == 0 or len(re.findall(expected, stderr, re.MULTILINE)) != 1:
+        report(case, f"exit code {code}; expected /{expected}/ once:\n{stderr}")
+    case = "sync check by default, rank 1 perturbs a parameter after step 1"
+    code, _, stderr = run_job(case, [program, "sync", "--devices=2", "--perturb-rank=1", "--perturb-step=1"],
+                              timeout=60, env=default)
+    expected = r"^fabric: sync check failed before backward pass 3; it last passed before backward pass 1: "
+    if code == 0 or len(re.findall(expected, stderr, re.MULTILINE)) != 1:
+        report(case, f"exit code {code}; expected /{expected}/ once:\n{stderr}")
+    case = "sync check by default, a set-up model trained outside the Fabric"
+    code, _, stderr = run_job(case, [program, "sync", "--devices=2", "--how=outside"], timeout=60, env=default)
+    expected = (r"^fabric: sync check failed when the Fabric ended \(after 0 backward passes\): parameter "
+                r"'first\.weight' differs between ranks.* No fabric\.backward\(\) ran in this job")
+    if code == 0 or len(re.findall(expected, stderr, re.MULTILINE)) != 1:
+        report(case, f"exit code {code}; expected /{expected}/ once:\n{stderr}")
+    for off in ("0", "off"):
+        case = f"sync check off (FABRIC_CHECK_SYNC={off}), rank 1 perturbs a parameter"
+        code, _, stderr = run_job(case, [program, "sync", "--devices=2", "--perturb-rank=1", "--perturb-step=3"],
+                                  env=dict(os.environ, FABRIC_CHECK_SYNC=off))
+        if code != 0 or "sync check" in stderr:
+            report(case, f"exit code {code}:\n{stderr}")
+    case = "sync check, a value it does not know"
+    code, _, stderr = run_job(case, [program, "sync", "--devices=2"], env=dict(os.environ, FABRIC_CHECK_SYNC="full"))
+    if code == 0 or "FABRIC_CHECK_SYNC='full' is not a valid value" not in stderr:
+        report(case, f"exit code {code}; expected the valid values:\n{stderr}")
+
+
+def unused_first(program):
+    """Issue 38 point 3: a head that the first backward reaches on no rank,
+    find_unused_parameters unchosen (ddp, zero1): the job trains in sync
+    (the program checks) and rank 0 says once that the search is on; with
+    "ddp_find_unused_parameters_false" it stops as before, naming them; ranks
+    that disagree in their first backward stop on every rank."""
+    default = {k: v for k, v in os.environ.items() if k != "FABRIC_CHECK_SYNC"}
+    note = "so Fabric turned on find_unused_parameters for this model"
+    for strategy in ("ddp", "zero1"):
+        case = f"unused at the first backward on every rank, {strategy}"
+        code, stdout, stderr = run_job(case, [program, "unused", "--devices=2", f"--strategy={strategy}",
+                                              "--how=first"], env=default)
+        if code != 0 or "trained in sync" not in stdout:
+            report(case, f"exit code {code}:\n{stdout}\n{stderr}")
+        if stderr.count(note) != 1 or "(head2.weight, head2.bias)" not in stderr:
+            report(case, f"expected the note once, naming head2:\n{stderr}")
+    stops = (("ddp_find_unused_parameters_false", "first",
+              r"on rank {rank}, 2 trained parameters of a set-up model get no gradient in this backward"),
+             ("ddp", "first_rank1", r"the ranks disagree on which trained parameters this first backward leaves "
+              r"without a gradient \(rank 0: 2, rank 1: 0\)"))
+    for strategy, how, expected in stops:
+        case = f"unused at the first backward: {strategy}, {how}"
+        start = time.monotonic()
+        code, stdout, stderr = run_job(case, [program, "unused", "--devices=2", f"--strategy={strategy}",
+                                              f"--how={how}"], timeout=60, env=default)
+        elapsed = time.monotonic() - start
+        if code == 0 or "trained in sync" in stdout or note in stderr:
+            report(case, f"exit code {code}:\n{stdout}\n{stderr}")
+        ranks = (0, 1) if how == "first" else (0,)
+        for rank in ranks:
+            if not re.search(expected.format(rank=rank), stderr):
+                report(case, f"expected /{expected.format(rank=rank)}/:\n{stderr}")
+        if elapsed > DEADLINE_S:
+            report(case, f"took {elapsed:.1f} s (limit {DEADLINE_S} s)")
+    print("unused at the first backward: followed when the ranks agree, stopped otherwise")
+
+
+def replaced(program):
+    """Issue 38: parameters replaced after fabric.setup(), the default sync
+    check only (FABRIC_CHECK_SYNC unset). torch::load, an InputArchive read
+    by Module::load and Optimizer::load, ->to(kDouble) and a teacher's weights
+    copied alike: the 2-rank run equals the 1-process resume on every rank
+    (the program compares), under ddp and zero2. A load on rank 0 alone, or
+    values copied per rank: the job stops, non-zero, naming the cause. fsdp:
+    stops with the call to use instead."""
+    default = {k: v for k, v in os.environ.items() if k != "FABRIC_CHECK_SYNC"}
+    note = "got new storage after fabric.setup()"
+    for strategy in ("ddp", "zero2"):
+        for how in ("torch_load", "archive", "to_double", "copy_same"):
+            if strategy == "zero2" and how == "copy_same":
+                continue
+            case = f"replaced after setup: {how}, {strategy}"
+            code, stdout, stderr = run_job(case, [program, "replaced", "--devices=2", f"--strategy={strategy}",
+                                                  f"--how={how}"], env=default)
+            if code != 0 or stdout.count(f"replaced scenario ({how}) done") != 1:
+                report(case, f"exit code {code}:\n{stdout}\n{stderr}")
+            if stderr.count("from the 1-process resume") != 2:
+                report(case, f"expected both ranks to compare with the 1-process resume:\n{stderr}")
+            replaces = how != "copy_same"
+            if stderr.count(note) != (1 if replaces else 0):
+                report(case, f"expected the note {'once' if replaces else 'never'}:\n{stderr}")
+            if "sync check" in stderr:
+                report(case, f"the sync check spoke:\n{stderr}")
+    stops = (("ddp", "rank0_only", r"rank 0 trains 4 parameter tensors \(212 values\) and replaced 4; rank 1 trains "
+              r"4 parameter tensors \(212 values\) and replaced 0\. .*never under is_global_zero\(\) alone"),
+             ("ddp", "copy_rank", r"^fabric: sync check failed before backward pass 1: parameter 'first\.weight' "
+              r"differs between ranks"),
+             ("zero2", "copy_same", r"set-up parameter 'first\.weight' was changed in place after Fabric last "
+              r"synchronized it.*load values with fabric\.load\(path, state\)"),
+             ("fsdp", "torch_load", r"set-up parameter 'first\.weight' was changed in place after Fabric last "
+              r"synchronized it.*torch::load/Module::load into the set-up model.*fabric\.load\(path, state\)"))
+    for strategy, how, expected in stops:
+        case = f"replaced after setup: {how}, {strategy}"
+        start = time.monotonic()
+        code, stdout, stderr = run_job(case, [program, "replaced", "--devices=2", f"--strategy={strategy}",
+                                              f"--how={how}"], timeout=60, env=default)
+        elapsed = time.monotonic() - start
+        if code == 0 or not re.search(expected, stderr, re.MULTILINE) or "done" in stdout:
+            report(case, f"exit code {code}; expected /{expected}/:\n{stderr}")
+        elif elapsed > DEADLINE_S:
+            report(case, f"took {elapsed:.1f} s (limit {DEADLINE_S} s)")
+        else:
+            print(f"{case}: stopped in {elapsed:.1f} s with the cause")
+    print("replaced parameters: followed under ddp and zero2, stopped with the cause otherwise")
 
 
 def unused_uncaught(program):
@@ -1177,7 +1311,7 @@ def phases_disagree(program):
         print("\n".join("    " + line[:400] for line in stderr.splitlines() if "fabric" in line))
         if code == 0 or "the job went on" in stdout:
             report(case, f"the job exited {code}:\n{stdout}\n{stderr}")
-        if ("the set of parameters that require grad changed" not in stderr or
+        if ("changed which parameters require grad" not in stderr or
                 "freeze and unfreeze" not in stderr):
             report(case, f"no message about the changed set of parameters that require grad:\n{stderr}")
         for crash in ("terminate called", "Aborted", "core dumped", "CHECK FAILED"):
@@ -1262,7 +1396,8 @@ def main():
                 "timeout": (collective_timeout, 3), "divergence": (divergence, 3),
                 "divergence_external": (divergence_external, 4), "late_work": (late_work, 3),
                 "paths": (paths, 3), "paths_external": (paths_external, 4),
-                "warnings": (warnings, 3), "sync_check": (sync_check, 3),
+                "warnings": (warnings, 3), "sync_check": (sync_check, 3), "replaced": (replaced, 3),
+                "unused_first": (unused_first, 3),
                 "unused_uncaught": (unused_uncaught, 3),
                 "phases_disagree": (phases_disagree, 3),
                 "stdout_before_launch": (stdout_before_launch, 4),

@@ -159,6 +159,7 @@ struct Arguments {
   std::string path;
   std::string disagree;
   std::string environment;
+  std::string how;
 };
 
 // --blocks: six layers in three blocks of two (block0.layer0, ...), as a
@@ -208,6 +209,7 @@ Arguments parse_arguments(int argc, char** argv) {
     if (name == "--path") arguments.path = value;
     if (name == "--disagree") arguments.disagree = value;
     if (name == "--environment") arguments.environment = value;
+    if (name == "--how") arguments.how = value;
   }
   return arguments;
 }
@@ -1624,6 +1626,9 @@ int run_zero_checks(const Arguments& arguments) {
   check_error(error_of([&] { fabric.backward(local_loss(1)); }),
               "call fabric.step(optimizer) instead of optimizer.step()",
               "optimizer.step() called directly");
+  // The ranks now hold different models; the sync check at the Fabric's end
+  // would say so (rightly). Loading the checkpoint makes them one again.
+  fabric.load(path, {{"model", model}}, /*strict=*/false);
   fabric.barrier("zero checks done");
   if (fabric.is_global_zero()) remove_checkpoint(path);
   fabric.print(strategy, "checks passed on", world, "ranks");
@@ -1773,6 +1778,23 @@ int run_unused_checks(const Arguments& arguments) {
     fabric.backward(model->forward(batch(step), use_head2).pow(2).mean());
     fabric.step(optimizer);
   };
+
+  // Issue 38 point 3: a head the first backward reaches on no rank (a
+  // segmentation model on a classification backbone whose fc the forward
+  // never uses), find_unused_parameters unchosen: the job trains, in sync,
+  // the head untouched. --how=first_rank1: rank 1 uses the head in its first
+  // backward, rank 0 does not (they disagree: both stop).
+  if (arguments.how == "first" || arguments.how == "first_rank1") {
+    const auto head2_before = model->head2->weight.detach().clone();
+    for (int step = 0; step < 4; ++step) {
+      const bool use_head2 = arguments.how == "first_rank1" && rank == 1 && step == 0;
+      train_step(step, use_head2);
+      check(identical_across_ranks(fabric, *model), "ranks differ after step " + std::to_string(step));
+    }
+    check(torch::equal(head2_before, model->head2->weight.detach()), "head2 changed though no rank used it");
+    fabric.print("unused at the first backward (" + strategy + "): trained in sync");
+    return 0;
+  }
 
   if (arguments.uncaught) {
     train_step(0, true);
@@ -3066,6 +3088,12 @@ int run_sync(const Arguments& arguments) {
   for (int step = 1; step <= 6; ++step) {
     torch::manual_seed(90 + 10 * step + this_rank);
     optimizer.zero_grad();
+    if (arguments.how == "outside") {
+      // Trained outside the Fabric (the migration could not reach the loop).
+      model->forward(torch::randn({4, 8})).pow(2).mean().backward();
+      optimizer.step();
+      continue;
+    }
     fabric.backward(model->forward(torch::randn({4, 8})).pow(2).mean());
     fabric.step(optimizer);
     if (this_rank == arguments.perturb_rank && step == arguments.perturb_step) {
@@ -3075,6 +3103,113 @@ int run_sync(const Arguments& arguments) {
     }
   }
   fabric.print("sync scenario done");
+  return 0;
+}
+
+
+// ---- Parameters replaced after setup (issue 38) -------------------------------------
+
+// A research trainer resumes after fabric.setup(), the way LibTorch code
+// does it: torch::load(model, path), or an InputArchive read by the module's
+// and the optimizer's own load() (LibTorch reads parameters with set_: new
+// storage, where Python's load_state_dict copies in place); or it casts the
+// set-up model (->to(kDouble)), or copies a teacher's weights under
+// NoGradGuard. --how picks one (rank0_only: only rank 0 loads; copy_rank:
+// each rank copies its own values). Every rank trains on its half of one
+// global batch per step, 4 steps, never FABRIC_CHECK_SYNC; a plain model on
+// the whole batch, resumed the same way, is the reference: the set-up
+// model must match it (gradients averaged after the load) on every rank.
+int run_replaced(const Arguments& arguments) {
+  const std::string& how = arguments.how;
+  const std::string dir = arguments.dir.empty() ? std::string("/tmp") : arguments.dir;
+  fabric::Fabric fabric(
+      fabric::Options().accelerator("cpu").devices(arguments.devices).strategy(arguments.strategy));
+  fabric.launch();
+  this_rank = fabric.global_rank();
+  const int world = fabric.world_size();
+  const std::string model_path = fabric.broadcast(fresh_checkpoint_path(dir, "replaced_model"));
+  const std::string optimizer_path = model_path + ".optimizer";
+  const auto batch = [](int step) {
+    torch::manual_seed(700 + step);  // the same global batch on every rank
+    auto inputs = torch::randn({8, 8});
+    return std::make_pair(inputs, torch::randn({8, 4}));
+  };
+  // The checkpoint: a model and its Adam after one step, as an earlier run
+  // saved them (rank 0 writes; every rank builds the same).
+  torch::manual_seed(5);
+  Net source;
+  torch::optim::Adam source_optimizer(source->parameters(), 0.01);
+  {
+    const auto [inputs, targets] = batch(-1);
+    torch::mse_loss(source->forward(inputs), targets).backward();
+    source_optimizer.step();
+  }
+  if (fabric.is_global_zero()) {
+    torch::save(source, model_path);
+    torch::save(source_optimizer, optimizer_path);
+  }
+  fabric.barrier("checkpoint written");
+
+  torch::manual_seed(50 + this_rank);  // the Fabric broadcasts rank 0's values at setup
+  Net model;
+  torch::optim::Adam optimizer(model->parameters(), 0.01);
+  fabric.setup(model, optimizer);
+  // The reference: never set up, resumed the same way.
+  Net reference;
+  torch::optim::Adam reference_optimizer(reference->parameters(), 0.01);
+  auto resume = [&](Net& net, torch::optim::Adam& adam, bool set_up) {
+    if (how == "torch_load") {
+      torch::load(net, model_path);
+    } else if (how == "rank0_only") {
+      if (!set_up || fabric.is_global_zero()) torch::load(net, model_path);
+    } else if (how == "archive") {
+      torch::serialize::InputArchive model_archive;
+      model_archive.load_from(model_path);
+      net->load(model_archive);
+      torch::serialize::InputArchive optimizer_archive;
+      optimizer_archive.load_from(optimizer_path);
+      adam.load(optimizer_archive);
+    } else if (how == "to_double") {
+      torch::load(net, model_path);  // the same start as the reference's
+      net->to(torch::kDouble);
+    } else if (how == "copy_same" || how == "copy_rank") {
+      torch::NoGradGuard no_grad;
+      const auto teacher = source->parameters();
+      auto own = net->parameters();
+      for (size_t i = 0; i < own.size(); ++i) {
+        own[i].copy_(teacher[i] * (how == "copy_rank" && set_up ? 1.0 + this_rank : 1.0));
+      }
+      for (auto& buffer : net->buffers()) buffer.copy_(source->offset);
+    } else {
+      fail("unknown --how=" + how);
+    }
+  };
+  resume(model, optimizer, true);
+  resume(reference, reference_optimizer, false);
+  const auto dtype = how == "to_double" ? torch::kDouble : torch::kFloat;
+  const int64_t per_rank = 8 / world;
+  for (int step = 0; step < 4; ++step) {
+    const auto [inputs, targets] = batch(step);
+    optimizer.zero_grad();
+    fabric.backward(torch::mse_loss(model->forward(inputs.narrow(0, this_rank * per_rank, per_rank).to(dtype)),
+                                    targets.narrow(0, this_rank * per_rank, per_rank).to(dtype)));
+    fabric.step(optimizer);
+    reference_optimizer.zero_grad();
+    torch::mse_loss(reference->forward(inputs.to(dtype)), targets.to(dtype)).backward();
+    reference_optimizer.step();
+  }
+  const double difference = max_relative_difference(*model, *reference);
+  std::fprintf(stderr, "test: rank %d: largest relative difference from the 1-process resume %.3g\n", this_rank,
+               difference);
+  check(difference < 1e-5, how + " after setup: rank " + std::to_string(this_rank) +
+                               " differs from the 1-process resume by " + std::to_string(difference) +
+                               " (gradients not averaged after the load?)");
+  fabric.barrier("replaced done");
+  if (fabric.is_global_zero()) {
+    std::remove(model_path.c_str());
+    std::remove(optimizer_path.c_str());
+  }
+  fabric.print("replaced scenario (" + how + ") done");
   return 0;
 }
 
@@ -3105,6 +3240,7 @@ int main(int argc, char** argv) {
   if (arguments.scenario == "paths") return run_paths(arguments);
   if (arguments.scenario == "unsynchronized") return run_unsynchronized(arguments);
   if (arguments.scenario == "sync") return run_sync(arguments);
+  if (arguments.scenario == "replaced") return run_replaced(arguments);
   if (arguments.scenario == "phases") return run_phase_checks(arguments);
   if (arguments.scenario == "loose") return run_loose_checks(arguments);
   if (arguments.scenario == "banner") return run_banner(arguments);

@@ -1,6 +1,7 @@
 // A Fabric with one process: no process group, identity collectives, and a
 // program that behaves exactly as before migration (same RNG draws, same
 // gradients). Also the to_device customization point.
+#include "utilities/sync_check.h"
 #include <fabric/fabric.h>
 
 #include <gtest/gtest.h>
@@ -692,7 +693,97 @@ TEST(SingleProcess, SyncCheckLineWithOneProcess) {
     return testing::internal::GetCapturedStderr();
   };
   EXPECT_EQ(run(true), "fabric: sync check passed: 3 steps, 2 parameter tensors identical on 1 ranks\n");
-  EXPECT_EQ(run(false), "") << "off by default";
+  EXPECT_EQ(run(false), "") << "the default check says nothing with one process";
+}
+
+// The default (sampled) schedule: before backward passes 1, 3, 7, 15, ...
+// while checking is cheap; every rank takes the largest interval any rank
+// proposes, so the ranks never disagree on which passes compare.
+TEST(SingleProcess, SampledSyncCheckSchedule) {
+  // Simulated time: a backward pass takes 10 ms, a check `check_cost`.
+  double now = 0;
+  double check_cost = 0;
+  fabric::detail::SyncCheck check(fabric::detail::SyncCheckMode::sampled, [&now] { return now; });
+  const std::vector<fabric::detail::SyncCheck::Parameter> parameters{{"w", torch::ones({4})}};
+  int64_t other_proposal = 0;  // a second rank's, 0: the same as this one's
+  const auto two_ranks = [&](const at::Tensor& mine) {
+    now += check_cost;
+    at::Tensor other = mine.clone();
+    if (other_proposal > 0) other[other.numel() - 1] = other_proposal;
+    return std::vector<at::Tensor>{mine, other};
+  };
+  int pass = 0;
+  const auto run_until = [&](int last) {
+    std::vector<int64_t> checked;
+    while (pass < last) {
+      ++pass;
+      if (check.due_before_backward()) {
+        checked.push_back(pass);
+        EXPECT_EQ(check.check_sampled(parameters, two_ranks, false), "");
+      }
+      now += 0.010;
+    }
+    return checked;
+  };
+  EXPECT_EQ(run_until(40), (std::vector<int64_t>{1, 3, 7, 15, 31}));
+  EXPECT_TRUE(check.due_at_end()) << "passes 32-40 are not compared yet";
+  // Held to ~30 s of training: 3000 passes of 10 ms.
+  const auto later = run_until(20000);
+  ASSERT_GE(later.size(), 4u);
+  EXPECT_EQ(later[later.size() - 1] - later[later.size() - 2], 3000);
+  // A check that costs 1 ms with 10 ms passes: at least 20 passes apart
+  // (~0.5%), however short the doubling's interval would be.
+  fabric::detail::SyncCheck costly(fabric::detail::SyncCheckMode::sampled, [&now] { return now; });
+  check_cost = 0.001;
+  std::vector<int64_t> costly_checks;
+  for (int p = 1; p <= 200; ++p) {
+    if (costly.due_before_backward()) {
+      costly_checks.push_back(p);
+      EXPECT_EQ(costly.check_sampled(parameters, two_ranks, false), "");
+    }
+    now += 0.010;
+  }
+  ASSERT_GE(costly_checks.size(), 3u);
+  for (size_t i = 2; i < costly_checks.size(); ++i) EXPECT_GE(costly_checks[i] - costly_checks[i - 1], 20);
+  // Another rank proposes a longer interval: every rank takes it.
+  check_cost = 0;
+  other_proposal = 100000;
+  const auto next = run_until(pass + 3001);
+  ASSERT_EQ(next.size(), 1u);
+  EXPECT_EQ(check.next_check(), next[0] + 100000);
+  // A difference: the message names the parameter, when, and the last pass.
+  const auto differ = [](const at::Tensor& mine) {
+    at::Tensor other = mine.clone();
+    other[0] = other[0].item<int64_t>() + 1;
+    return std::vector<at::Tensor>{mine, other};
+  };
+  const std::string failure = check.check_sampled(parameters, differ, true);
+  EXPECT_NE(failure.find("fabric: sync check failed when the Fabric ended (after " + std::to_string(pass) +
+                         " backward passes); it last passed before backward pass " + std::to_string(next[0]) +
+                         ": parameter 'w' differs between ranks: rank 0 holds one value and rank 1 another."),
+            std::string::npos)
+      << failure;
+}
+
+TEST(SingleProcess, SyncCheckModeFromEnvironment) {
+  using fabric::detail::SyncCheck;
+  using fabric::detail::SyncCheckMode;
+  ::unsetenv("FABRIC_CHECK_SYNC");
+  EXPECT_EQ(SyncCheck::mode_from_environment(), SyncCheckMode::sampled);
+  for (const auto& [value, mode] : std::vector<std::pair<const char*, SyncCheckMode>>{
+           {"", SyncCheckMode::sampled}, {"1", SyncCheckMode::every_step}, {"ON", SyncCheckMode::every_step},
+           {"0", SyncCheckMode::off}, {"off", SyncCheckMode::off}, {"No", SyncCheckMode::off}}) {
+    ::setenv("FABRIC_CHECK_SYNC", value, 1);
+    EXPECT_EQ(SyncCheck::mode_from_environment(), mode) << value;
+  }
+  ::setenv("FABRIC_CHECK_SYNC", "sometimes", 1);
+  try {
+    SyncCheck::mode_from_environment();
+    ADD_FAILURE() << "no error for FABRIC_CHECK_SYNC=sometimes";
+  } catch (const std::invalid_argument& error) {
+    EXPECT_NE(std::string(error.what()).find("FABRIC_CHECK_SYNC='sometimes' is not a valid value"), std::string::npos);
+  }
+  ::unsetenv("FABRIC_CHECK_SYNC");
 }
 
 // Issue 38 point 6: a run whose steps never went through the Fabric (the

@@ -40,6 +40,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <fstream>
 #include <functional>
 #include <initializer_list>
@@ -203,6 +204,7 @@ namespace detail {
 inline std::ofstream open_rank_zero_ofstream(bool global_zero, const std::string& path, std::ios::openmode mode) {
   return std::ofstream(global_zero ? path : std::string("/dev/null"), mode);
 }
+FILE* open_rank_zero_popen(bool global_zero, const char* command, const char* mode);
 }  // namespace detail
 
 // Fabric::rank_zero_ofstream without a Fabric, for code that has none at
@@ -219,6 +221,10 @@ inline std::ofstream open_rank_zero_ofstream(bool global_zero, const std::string
 // environment of the program's own (Options::cluster_environment) is not
 // known here: under one, use Fabric::rank_zero_ofstream.
 std::ofstream rank_zero_ofstream(const std::string& path, std::ios::openmode mode = std::ios::out);
+
+// Fabric::rank_zero_popen without a Fabric (global rank 0 from the
+// environment, as fabric::rank_zero_ofstream).
+FILE* rank_zero_popen(const char* command, const char* mode);
 
 // While alive, backward() accumulates the model's gradients locally instead
 // of all-reducing them (gradient accumulation); the first backward after it
@@ -535,6 +541,17 @@ class Fabric {
   std::ofstream rank_zero_ofstream(const std::string& path, std::ios::openmode mode = std::ios::out) const {
     return detail::open_rank_zero_ofstream(is_global_zero(), path, mode);
   }
+  // A child process that global rank 0 writes to (`popen("gnuplot", "w")`
+  // drawing the loss curve into an image): popen(command, mode) there; on
+  // every other rank a command that reads and discards what is written, so
+  // the program's fprintf and pclose work unchanged and N ranks do not run
+  // N gnuplots writing one file. A mode that only reads ("r": the program
+  // wants the command's output) runs the command on every rank. fabricize
+  // turns `popen(cmd, "w")` into `fabric.rank_zero_popen(cmd, "w")`.
+  FILE* rank_zero_popen(const char* command, const char* mode) const;
+  FILE* rank_zero_popen(const std::string& command, const char* mode) const {
+    return rank_zero_popen(command.c_str(), mode);
+  }
 
   // Collectives. Each returns a new tensor on device(); with one process they
   // are identities (copies). Mean of an integer tensor is floating point.
@@ -781,6 +798,8 @@ class Fabric {
   // runs torch::load on every rank, whose outcomes are agreed on.
   void load_other_file(const std::string& path, const std::function<void(const std::string&)>& read);
   void check_sync_after_step(torch::optim::Optimizer& optimizer);
+  void check_sync_sampled(bool at_end);
+  [[noreturn]] void stop_for_sync_check(const std::string& failure);
   // Fabric::shard's and shuffle's collective: rank 0's `order` on every
   // rank (`call`, "fabric.shard()" or "fabric.shuffle()", names it).
   std::vector<int64_t> broadcast_order(std::vector<int64_t> order, const char* call);

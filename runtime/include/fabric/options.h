@@ -9,6 +9,7 @@
 #include <chrono>
 #include <initializer_list>
 #include <memory>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -96,7 +97,10 @@ class Options {
   // find_unused_parameters=True (costs a traversal per step); a parameter
   // unused on every rank keeps its gradient, one used on some ranks gets the
   // average over all. Without it, a backward that does not reach every
-  // trained parameter throws before it runs, naming the parameters.
+  // trained parameter throws before it runs, naming the parameters; left
+  // unset, a set of parameters that the first backward reaches on no rank
+  // (a backbone's unused head) turns the search on for that model, said
+  // once by rank 0.
   Options& find_unused_parameters(bool value) {
     find_unused_parameters_ = value;
     return *this;
@@ -156,7 +160,10 @@ class Options {
   const std::string& precision() const noexcept { return precision_; }
   std::chrono::milliseconds timeout() const noexcept { return timeout_; }
   double bucket_cap_mb() const noexcept { return bucket_cap_mb_; }
-  bool find_unused_parameters() const noexcept { return find_unused_parameters_; }
+  bool find_unused_parameters() const noexcept { return find_unused_parameters_.value_or(false); }
+  // Whether the code or a strategy name ("ddp_find_unused_parameters_false")
+  // chose it, either way.
+  bool find_unused_parameters_chosen() const noexcept { return find_unused_parameters_.has_value(); }
   int64_t fsdp_min_num_params() const noexcept { return fsdp_min_num_params_; }
   const std::string& fsdp_state_dict_type() const noexcept { return fsdp_state_dict_type_; }
   const std::vector<std::shared_ptr<Logger>>& loggers() const noexcept { return loggers_; }
@@ -170,7 +177,7 @@ class Options {
   std::string precision_ = "32-true";
   std::chrono::milliseconds timeout_ = std::chrono::minutes(30);
   double bucket_cap_mb_ = 25.0;
-  bool find_unused_parameters_ = false;
+  std::optional<bool> find_unused_parameters_;
   int64_t fsdp_min_num_params_ = 1000000;
   std::string fsdp_state_dict_type_ = "sharded";
   std::vector<std::shared_ptr<Logger>> loggers_;

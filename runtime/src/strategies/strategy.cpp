@@ -3,6 +3,7 @@
 #include "strategies/strategy.h"
 
 #include "utilities/environment_variables.h"
+#include "utilities/messages.h"
 
 #include <algorithm>
 #include <cmath>
@@ -132,7 +133,7 @@ DdpStrategy::~DdpStrategy() = default;
 
 void DdpStrategy::setup_module(const torch::nn::Module& module, const NamedParameters& trained) {
   if (!context_.group || trained.empty()) return;
-  reducers_.push_back(make_model_reducer(&module, trained));
+  reducers_.push_back(make_model_reducer(&module, trained, context_.options.find_unused_parameters()));
 }
 
 void DdpStrategy::trained_parameters_changed(const torch::nn::Module* module, const NamedParameters& trained) {
@@ -143,9 +144,13 @@ void DdpStrategy::trained_parameters_changed(const torch::nn::Module* module, co
   // no_backward_sync window reached, carried over by tensor.
   std::unordered_map<const c10::TensorImpl*, char> reached_without_sync;
   bool accumulated = false;
+  bool find_unused = context_.options.find_unused_parameters();
+  bool synchronized_once = false;
   size_t position = reducers_.size();
   if (found != reducers_.end()) {
     accumulated = found->accumulated;
+    find_unused = found->find_unused;
+    synchronized_once = found->synchronized_once;
     for (size_t i = 0; i < found->reached_without_sync.size(); ++i) {
       reached_without_sync.emplace(found->parameters[i].second.unsafeGetTensorImpl(), found->reached_without_sync[i]);
     }
@@ -154,7 +159,8 @@ void DdpStrategy::trained_parameters_changed(const torch::nn::Module* module, co
     reducers_.erase(found);
   }
   if (trained.empty()) return;
-  ModelReducer replacement = make_model_reducer(module, trained);
+  ModelReducer replacement = make_model_reducer(module, trained, find_unused);
+  replacement.synchronized_once = synchronized_once;
   if (accumulated) {
     replacement.accumulated = true;
     replacement.reached_without_sync.assign(trained.size(), 0);
@@ -168,7 +174,7 @@ void DdpStrategy::trained_parameters_changed(const torch::nn::Module* module, co
 }
 
 DdpStrategy::ModelReducer DdpStrategy::make_model_reducer(const torch::nn::Module* module,
-                                                          const NamedParameters& trained) {
+                                                          const NamedParameters& trained, bool find_unused) {
   std::vector<at::Tensor> parameters;
   for (const auto& item : trained) parameters.push_back(item.second);
   const auto [first_bucket, bucket] = bucket_bytes(context_.options);
@@ -184,10 +190,9 @@ DdpStrategy::ModelReducer DdpStrategy::make_model_reducer(const torch::nn::Modul
   // The names go into the Reducer's own messages (TORCH_DISTRIBUTED_DEBUG).
   std::unordered_map<size_t, std::string> names;
   for (size_t i = 0; i < trained.size(); ++i) names.emplace(i, trained[i].first);
-  std::shared_ptr<c10d::Reducer> reducer =
-      c10d_compat::make_reducer(std::move(parameters), std::move(bucket_indices), std::move(per_bucket_size_limits),
-                                context_.group, static_cast<int64_t>(bucket), static_cast<int64_t>(first_bucket),
-                                context_.options.find_unused_parameters(), std::move(names));
+  std::shared_ptr<c10d::Reducer> reducer = c10d_compat::make_reducer(
+      std::move(parameters), std::move(bucket_indices), std::move(per_bucket_size_limits), context_.group,
+      static_cast<int64_t>(bucket), static_cast<int64_t>(first_bucket), find_unused, std::move(names));
   // PyTorch's DDP gives every Reducer a c10d::Logger, and the Reducer relies
   // on it: with find_unused_parameters, the first time the set of unused
   // parameters changes between iterations (a head used on some steps only)
@@ -200,6 +205,7 @@ DdpStrategy::ModelReducer DdpStrategy::make_model_reducer(const torch::nn::Modul
   model.parameters = trained;
   model.reducer = std::move(reducer);
   model.logger = std::move(logger);
+  model.find_unused = find_unused;
   return model;
 }
 
@@ -207,10 +213,12 @@ void DdpStrategy::check_backward(const std::vector<ReachedModel>& models) const 
   // Without find_unused_parameters the Reducer waits for a gradient of every
   // parameter it watches; one this backward does not reach would leave its
   // bucket unreduced and the ranks out of sync. Said here, naming them,
-  // before anything is armed or sent.
-  if (context_.options.find_unused_parameters()) return;
+  // before anything is armed or sent. A model's first synchronized backward
+  // with the option unchosen is agreed on in before_backward instead.
   std::vector<std::string> unreached;
   for (const auto& model : reducers_) {
+    if (model.find_unused) continue;
+    if (!model.synchronized_once && !context_.options.find_unused_parameters_chosen()) continue;
     const auto reached = std::find_if(models.begin(), models.end(), [&](const ReachedModel& item) {
       return item.module == model.module && item.synchronized && item.graph != nullptr;
     });
@@ -220,6 +228,10 @@ void DdpStrategy::check_backward(const std::vector<ReachedModel>& models) const 
     }
   }
   if (unreached.empty()) return;
+  throw std::runtime_error(unreached_message(unreached));
+}
+
+std::string DdpStrategy::unreached_message(const std::vector<std::string>& unreached) const {
   // All of them would be too many for one line on a large model.
   constexpr size_t kNamesShown = 12;
   auto listed = [](const std::vector<std::string>& names) {
@@ -237,20 +249,92 @@ void DdpStrategy::check_backward(const std::vector<ReachedModel>& models) const 
                                    "fabric::Options().find_unused_parameters(true); fabric-run --strategy "
                                    "ddp_find_unused_parameters_true and LT_STRATEGY work too)"
                                  : "construct the Fabric with fabric::Options().find_unused_parameters(true)";
-  throw std::runtime_error("fabric.backward(): on rank " + std::to_string(context_.rank) + ", " +
-                           std::to_string(unreached.size()) + " trained parameter" +
-                           (unreached.size() == 1 ? " of a set-up model gets" : "s of a set-up model get") +
-                           " no gradient in this backward (the loss does not depend on them): " + listed(unreached) +
-                           ". Under strategy '" + context_.strategy +
-                           "' a bucket of gradients is all-reduced once every parameter in it has its gradient, so "
-                           "theirs never would be and the ranks would train different models. If the model uses "
-                           "some parameters only on some steps (a branch or a head taken on some iterations or "
-                           "inputs), " +
-                           enable +
-                           ": the parameters a backward does not reach are then found by a search of its graph "
-                           "before it runs. If they are not trained, set requires_grad(false) on them (Fabric "
-                           "then leaves them out of the synchronization, also when that happens after "
-                           "fabric.setup()), or remove them");
+  return "fabric.backward(): on rank " + std::to_string(context_.rank) + ", " + std::to_string(unreached.size()) +
+         " trained parameter" + (unreached.size() == 1 ? " of a set-up model gets" : "s of a set-up model get") +
+         " no gradient in this backward (the loss does not depend on them): " + listed(unreached) +
+         ". Under strategy '" + context_.strategy +
+         "' a bucket of gradients is all-reduced once every parameter in it has its gradient, so "
+         "theirs never would be and the ranks would train different models. If the model uses "
+         "some parameters only on some steps (a branch or a head taken on some iterations or "
+         "inputs), " +
+         enable +
+         ": the parameters a backward does not reach are then found by a search of its graph "
+         "before it runs. If they are not trained, set requires_grad(false) on them (Fabric "
+         "then leaves them out of the synchronization, also when that happens after "
+         "fabric.setup()), or remove them";
+}
+
+namespace {
+
+// What every rank contributes to the agreement on unused parameters: a tag
+// (a rank in another collective sends other data), the set's hash and size.
+constexpr int64_t kUnusedSetTag = 0x4661627269635555;  // "FabricUU"
+constexpr int64_t kUnusedSetFields = 3;
+
+}  // namespace
+
+void DdpStrategy::agree_on_unused_parameters(ModelReducer& model, const ReachedModel& reached) {
+  model.synchronized_once = true;
+  std::vector<std::string> unreached;
+  uint64_t hash = 14695981039346656037ull;
+  for (size_t i = 0; i < model.parameters.size(); ++i) {
+    if (reached.graph->reaches(model.parameters[i].second)) continue;
+    unreached.push_back(model.parameters[i].first);
+    for (int byte = 0; byte < 8; ++byte) {
+      hash ^= (static_cast<uint64_t>(i) >> (8 * byte)) & 0xffu;
+      hash *= 1099511628211ull;
+    }
+  }
+  auto mine = at::empty({kUnusedSetFields}, at::kLong);
+  auto* fields = mine.data_ptr<int64_t>();
+  fields[0] = kUnusedSetTag;
+  fields[1] = static_cast<int64_t>(hash);
+  fields[2] = static_cast<int64_t>(unreached.size());
+  std::vector<at::Tensor> input{mine.to(context_.device)};
+  std::vector<std::vector<at::Tensor>> output(1);
+  for (int r = 0; r < context_.world_size; ++r) output[0].push_back(at::empty_like(input[0]));
+  context_.group->allgather(output, input)->wait();
+  bool agree = true;
+  std::string counts;
+  for (int r = 0; r < context_.world_size; ++r) {
+    const auto other = output[0][static_cast<size_t>(r)].cpu();
+    const auto* values = other.data_ptr<int64_t>();
+    if (values[0] != kUnusedSetTag || values[1] != fields[1] || values[2] != fields[2]) agree = false;
+    counts += (r == 0 ? "rank 0: " : ", rank " + std::to_string(r) + ": ") +
+              (values[0] == kUnusedSetTag ? std::to_string(values[2]) : std::string("in another collective"));
+  }
+  if (!agree) {
+    // Every rank throws: those that reach everything too, so that no rank
+    // waits in a reduction the others never start.
+    throw std::runtime_error(
+        "fabric.backward(): the ranks disagree on which trained parameters this first backward leaves without a "
+        "gradient (" +
+        counts + ")" +
+        (unreached.empty() ? std::string(". On rank ") + std::to_string(context_.rank) + " the loss reaches all of them"
+                           : ". " + unreached_message(unreached)));
+  }
+  if (unreached.empty()) return;
+  // The same set on every rank: nothing trains them anywhere, so the ranks
+  // stay one model once the Reducer marks them ready itself.
+  const size_t position = static_cast<size_t>(&model - reducers_.data());
+  const NamedParameters parameters = model.parameters;
+  const torch::nn::Module* module = model.module;
+  reducers_[position] = ModelReducer{};  // its hooks go before the successor's come
+  reducers_[position] = make_model_reducer(module, parameters, /*find_unused=*/true);
+  reducers_[position].synchronized_once = true;
+  if (context_.rank != 0 || noted_unused_parameters_) return;
+  noted_unused_parameters_ = true;
+  std::string names;
+  for (size_t i = 0; i < unreached.size() && i < 6; ++i) names += (i > 0 ? ", " : "") + unreached[i];
+  if (unreached.size() > 6) names += " and " + std::to_string(unreached.size() - 6) + " more";
+  write_stderr_line("fabric: note: fabric.backward(): the first backward leaves " + std::to_string(unreached.size()) +
+                    " trained parameter" + (unreached.size() == 1 ? "" : "s") +
+                    " of a set-up model without a gradient on every rank (" + names +
+                    "), so Fabric turned on find_unused_parameters for this model: each backward now searches its "
+                    "graph for them (a cost per step; as PyTorch's find_unused_parameters=True). If they are never "
+                    "trained, set requires_grad(false) on them before fabric.setup(), or remove them; strategy "
+                    "\"ddp_find_unused_parameters_false\" (or Options().find_unused_parameters(false)) stops at "
+                    "such a backward instead. (Printed once, by rank 0.)");
 }
 
 void DdpStrategy::before_backward(const std::vector<ReachedModel>& models, const at::Tensor& loss) {
@@ -262,9 +346,14 @@ void DdpStrategy::before_backward(const std::vector<ReachedModel>& models, const
   // no_backward_sync, is not armed: a Reducer armed for a backward that
   // never reaches its parameters would wait for them forever, and an unarmed
   // one lets gradients accumulate locally.
-  if (context_.options.find_unused_parameters() && !c10d_compat::kReducerCountsUsageUnderNoSync) {
-    note_reached_parameters(models);
+  for (auto& model : reducers_) {
+    if (model.find_unused || model.synchronized_once || context_.options.find_unused_parameters_chosen()) continue;
+    const auto reached = std::find_if(models.begin(), models.end(), [&](const ReachedModel& item) {
+      return item.module == model.module && item.synchronized && item.graph != nullptr;
+    });
+    if (reached != models.end()) agree_on_unused_parameters(model, *reached);
   }
+  if (!c10d_compat::kReducerCountsUsageUnderNoSync) note_reached_parameters(models);
   for (auto& model : reducers_) {
     const bool armed = std::any_of(models.begin(), models.end(), [&](const ReachedModel& reached) {
       return reached.module == model.module && reached.synchronized;
@@ -275,7 +364,7 @@ void DdpStrategy::before_backward(const std::vector<ReachedModel>& models, const
       model.reducer->rebuild_buckets();
       // With find_unused_parameters the Reducer searches the graph from the
       // outputs for the parameters it does not reach and marks them ready.
-      if (context_.options.find_unused_parameters()) {
+      if (model.find_unused) {
         model.reducer->prepare_for_backward({loss});
       } else {
         model.reducer->prepare_for_backward({});
@@ -298,6 +387,7 @@ void DdpStrategy::before_backward(const std::vector<ReachedModel>& models, const
 
 void DdpStrategy::note_reached_parameters(const std::vector<ReachedModel>& models) {
   for (auto& model : reducers_) {
+    if (!model.find_unused) continue;
     const auto reached = std::find_if(models.begin(), models.end(), [&](const ReachedModel& item) {
       return item.module == model.module && item.graph != nullptr;
     });

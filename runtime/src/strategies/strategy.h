@@ -132,6 +132,16 @@ class Strategy {
     (void)trained;
   }
 
+  // Parameters of a set-up model got new storage after setup (torch::load,
+  // Module::load, set_, Module::to), on every rank at the same backward;
+  // their values are rank 0's already. By default the synchronization is
+  // rebuilt as for a changed set.
+  virtual void parameters_replaced(const torch::nn::Module* module, const NamedParameters& trained) {
+    trained_parameters_changed(module, trained);
+  }
+  // Whether Fabric watches set-up parameters for new storage (fsdp moves
+  // them between its own storages, and catches replaced ones itself).
+  virtual bool follows_replaced_parameters() const { return true; }
   // Whether backward() must find out which set-up models the loss reaches.
   virtual bool needs_reached_models() const { return false; }
   // Called before backward's collective: throws (std::runtime_error) when
@@ -250,9 +260,22 @@ class DdpStrategy : public Strategy {
     std::vector<char> reached_by_sync;
     bool accumulated = false;  // a backward ran under no_backward_sync since the last sync
     bool average_after_backward = false;
+    // Whether its Reducer searches each backward's graph for unused
+    // parameters: the option, or turned on by the first synchronized
+    // backward (see agree_on_unused_parameters).
+    bool find_unused = false;
+    bool synchronized_once = false;
   };
   // A Reducer (and its c10d::Logger) over `trained`, which is not empty.
-  ModelReducer make_model_reducer(const torch::nn::Module* module, const NamedParameters& trained);
+  ModelReducer make_model_reducer(const torch::nn::Module* module, const NamedParameters& trained, bool find_unused);
+  // The first synchronized backward of a model whose find_unused_parameters
+  // nobody chose: the ranks compare the trained parameters it reaches on
+  // none of them. The same set everywhere turns the search on for that
+  // model (rank 0 says so, once); different sets throw on every rank.
+  void agree_on_unused_parameters(ModelReducer& model, const ReachedModel& reached);
+  // check_backward's message for parameters a backward does not reach.
+  std::string unreached_message(const std::vector<std::string>& unreached) const;
+  bool noted_unused_parameters_ = false;
   // Records what backward passes reach, for the case above.
   void note_reached_parameters(const std::vector<ReachedModel>& models);
   // After the synchronized backward: averages across ranks the gradients

@@ -300,6 +300,9 @@ class FsdpStrategy : public ShardedStrategy {
     cut_states_to_pieces(optimizer);
   }
 
+  // Its units move parameters between their own storages (set_data); a
+  // parameter replaced by the program is caught by the version check.
+  bool follows_replaced_parameters() const override { return false; }
   bool needs_reached_models() const override { return !models_.empty(); }
 
   // Which units' gradients are reduced as their backward ends: those whose

@@ -73,6 +73,12 @@ class ShardedStrategy : public Strategy {
     if (stage_ == 1) all_reduce_->trained_parameters_changed(module, trained);
   }
 
+  void parameters_replaced(const torch::nn::Module* module, const NamedParameters& trained) override {
+    trained_parameters_changed(module, trained);
+    // Rank 0's values, broadcast by Fabric: what the ranks hold in common.
+    for (auto& parameter : parameters_) parameter.version = parameter.tensor._version();
+  }
+
   void setup_optimizer(torch::optim::Optimizer& optimizer) override {
     if (dynamic_cast<torch::optim::LBFGS*>(&optimizer) != nullptr) {
       throw std::invalid_argument("fabric::setup: strategy '" + context_.strategy +
@@ -192,15 +198,16 @@ class ShardedStrategy : public Strategy {
   void check_in_sync(const char* call) override {
     for (const auto& parameter : parameters_) {
       if (!parameter.trained || parameter.tensor._version() == parameter.version) continue;
-      throw std::logic_error(std::string("fabric: ") + call + ": set-up parameter '" + parameter.name +
-                             "' changed after Fabric last synchronized it. Was "
-                             "optimizer.step() called directly? Under strategy '" +
-                             context_.strategy +
-                             "' each rank updates only the parameters it owns: call fabric.step(optimizer) "
-                             "instead of optimizer.step(); it steps the optimizer and broadcasts the updated "
-                             "parameters from their owners (a direct optimizer.step() leaves the ranks with "
-                             "different models). Parameters changed in place by hand have the same effect; load "
-                             "values with fabric.load() instead");
+      throw std::logic_error(
+          std::string("fabric: ") + call + ": set-up parameter '" + parameter.name +
+          "' was changed in place after Fabric last synchronized it (its last fabric.step() or fabric.load()): by "
+          "optimizer.step() called directly, or by copy_, an assignment or torch::load/Module::load into the "
+          "set-up model. Under strategy '" +
+          context_.strategy +
+          "' each rank updates only the parameters it owns, so such a change leaves the ranks with different "
+          "models: call fabric.step(optimizer) instead of optimizer.step() (it steps the optimizer and broadcasts "
+          "the updated parameters from their owners); load values with fabric.load(path, state), which every rank "
+          "calls; copy weights (a teacher's, an EMA's) before fabric.setup()");
     }
   }
 

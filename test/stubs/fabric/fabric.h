@@ -4,6 +4,7 @@
 
 #include <torch/torch.h>
 
+#include <cstdio>
 #include <fstream>
 #include <functional>
 #include <ostream>
@@ -30,6 +31,7 @@ template <class Dataset, class BatchRequest = std::vector<size_t>> class DataLoa
   torch::data::Iterator<typename Dataset::BatchType> end();
 };
 std::ofstream rank_zero_ofstream(const std::string& path, std::ios::openmode mode = std::ios::out);
+FILE* rank_zero_popen(const char* command, const char* mode);
 class [[nodiscard]] Autocast {
  public:
   ~Autocast();
@@ -91,6 +93,7 @@ class Fabric {
   std::ostream& print();
   int printf(const char* format, ...);
   std::ofstream rank_zero_ofstream(const std::string& path, std::ios::openmode mode = std::ios::out) const;
+  FILE* rank_zero_popen(const char* command, const char* mode) const;
   torch::Tensor all_reduce(const torch::Tensor& tensor, ReduceOp op = ReduceOp::Mean);
   template <class T> T all_reduce(T value, ReduceOp op = ReduceOp::Mean);
   template <class T> void save(const std::string& path, const T& value);

@@ -526,10 +526,12 @@ void JobMonitor::report_paths(c10d::Store& store, const Snapshot& me, bool faile
       records.begin(), records.end(), [](const Record& record) { return record.name == kTrainedSetChangedCall; });
   const std::string advice = trained_set_changed
                                  ? std::string(
-                                       "Some ranks changed which parameters require grad (requires_grad_) "
+                                       "Some ranks changed which parameters require grad (requires_grad_), "
+                                       "or replaced set-up parameters (torch::load, Module::load, ->to()), "
                                        "before this fabric.backward() and the others did not: every rank must "
-                                       "freeze and unfreeze the same parameters at the same step, since the "
-                                       "gradient synchronization is rebuilt over them on every rank (a "
+                                       "freeze and unfreeze the same parameters, and load the same "
+                                       "checkpoints, at the same step, since the gradient synchronization is "
+                                       "rebuilt over them on every rank (a "
                                        "condition that differs per rank, such as its own loss or data, must be "
                                        "all-reduced first: `value = fabric.all_reduce(value, "
                                        "fabric::ReduceOp::Mean);`).")

@@ -66,7 +66,8 @@ namespace detail {
 // The call in which fabric.backward() makes the ranks agree on a changed set
 // of parameters that require grad (a rank waiting there while another one
 // is elsewhere changed the set alone: the report says so).
-constexpr const char* kTrainedSetChangedCall = "fabric.backward() (the set of parameters that require grad changed)";
+constexpr const char* kTrainedSetChangedCall =
+    "fabric.backward() (set-up parameters changed: which require grad, or replaced)";
 
 class JobMonitor {
  public:
