@@ -173,7 +173,13 @@ Fabric::~Fabric() {
       monitor->finish();
       // Every rank got here: the sampled check's last comparison covers
       // the passes since its previous one (a short run, the last steps).
-      if (state.sync_check && state.sync_check->due_at_end()) check_sync_sampled(/*at_end=*/true);
+      if (state.sync_check && state.sync_check->due_at_end()) {
+        try {
+          check_sync_sampled(/*at_end=*/true);
+        } catch (const std::exception& error) {
+          std::fprintf(stderr, "fabric: the sync check at the end could not run: %s\n", error.what());
+        }
+      }
     } else if (state.placement().launcher != "fabric" &&
                !(state.placement().launcher.empty() && state.placement().local_world_size > 1)) {
       // No launcher of Fabric's watches this job's exits: ranks waiting at
