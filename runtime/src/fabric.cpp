@@ -915,12 +915,14 @@ torch::Tensor Fabric::step(torch::optim::Optimizer& optimizer, torch::optim::Opt
   return loss;
 }
 
-void Fabric::check_sync_after_step(torch::optim::Optimizer& optimizer) {
-  auto& state = *state_;
-  // The set-up models' parameters (kept at setup: a model held by value may
-  // be gone), then the optimizer's others, each tensor once.
+namespace {
+
+// The set-up models' parameters for the sync check (kept at setup: a model
+// held by value may be gone), each tensor once (`listed`), named in their
+// model (and by its number when there are several).
+std::vector<detail::SyncCheck::Parameter> set_up_parameters_to_check(const detail::FabricState& state,
+                                                                     std::unordered_set<const void*>& listed) {
   std::vector<detail::SyncCheck::Parameter> parameters;
-  std::unordered_set<const void*> listed;
   for (size_t k = 0; k < state.models.size(); ++k) {
     for (const auto& [name, tensor] : state.models[k].parameters) {
       if (!listed.insert(tensor.unsafeGetTensorImpl()).second) continue;
@@ -930,6 +932,16 @@ void Fabric::check_sync_after_step(torch::optim::Optimizer& optimizer) {
                             tensor});
     }
   }
+  return parameters;
+}
+
+}  // namespace
+
+void Fabric::check_sync_after_step(torch::optim::Optimizer& optimizer) {
+  auto& state = *state_;
+  // The set-up models' parameters, then the optimizer's others, each once.
+  std::unordered_set<const void*> listed;
+  std::vector<detail::SyncCheck::Parameter> parameters = set_up_parameters_to_check(state, listed);
   const auto& groups = optimizer.param_groups();
   for (size_t g = 0; g < groups.size(); ++g) {
     const auto& group_parameters = groups[g].params();
@@ -949,17 +961,8 @@ void Fabric::check_sync_after_step(torch::optim::Optimizer& optimizer) {
 
 void Fabric::check_sync_sampled(bool at_end) {
   auto& state = *state_;
-  std::vector<detail::SyncCheck::Parameter> parameters;
   std::unordered_set<const void*> listed;
-  for (size_t k = 0; k < state.models.size(); ++k) {
-    for (const auto& [name, tensor] : state.models[k].parameters) {
-      if (!listed.insert(tensor.unsafeGetTensorImpl()).second) continue;
-      parameters.push_back({state.models.size() > 1 && !state.models[k].loose
-                                ? name + " (set-up model #" + std::to_string(k + 1) + ")"
-                                : name,
-                            tensor});
-    }
-  }
+  const std::vector<detail::SyncCheck::Parameter> parameters = set_up_parameters_to_check(state, listed);
   const char* call = at_end ? "fabric shutdown (sync check)" : "fabric.backward() (sync check)";
   auto scope = state.collectives().scope(call);
   // fsdp: whole while they are hashed.
