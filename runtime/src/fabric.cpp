@@ -5,6 +5,7 @@
 #include "plugins/environments/cluster_environment.h"
 #include "strategies/strategy.h"
 #include "utilities/environment_variables.h"
+#include "utilities/agreement.h"
 #include "utilities/sync_check.h"
 
 #include <dlfcn.h>
@@ -502,20 +503,10 @@ void Fabric::setup_optimizer(torch::optim::Optimizer& optimizer) {
 
 namespace {
 
-// FNV-1a, 64 bits: the set of trained parameters, the same on every rank
-// that trains the same ones.
-void mix(uint64_t& hash, int64_t value) {
-  for (int byte = 0; byte < 8; ++byte) {
-    hash ^= static_cast<uint64_t>(value >> (8 * byte)) & 0xffu;
-    hash *= 1099511628211ull;
-  }
-}
-
 // What every rank contributes to the agreement on a changed set of trained
 // parameters: a tag (a rank in another collective sends other data), the
 // set's hash, and its size in tensors and in values.
 constexpr int64_t kTrainedSetTag = 0x4661627269635472;  // "FabricTr"
-constexpr int64_t kTrainedSetFields = 5;
 
 // Several processes, and this rank found the set of parameters that require
 // grad changed: every rank must have found the same change at this same
@@ -524,17 +515,17 @@ constexpr int64_t kTrainedSetFields = 5;
 // same error when the sets differ, before anything is computed or sent.
 void agree_on_trained_parameters(detail::FabricState& state, const std::vector<std::vector<size_t>>& replaced,
                                  const char* call) {
-  uint64_t hash = 14695981039346656037ull;
+  uint64_t hash = detail::kFnvOffset;
   int64_t tensors = 0;
   int64_t values = 0;
   size_t replaced_count = 0;
   for (size_t k = 0; k < replaced.size(); ++k) {
     for (const size_t i : replaced[k]) {
-      mix(hash, -1 - static_cast<int64_t>(k));
-      mix(hash, static_cast<int64_t>(i));
+      detail::fnv_mix(hash, -1 - static_cast<int64_t>(k));
+      detail::fnv_mix(hash, static_cast<int64_t>(i));
       // Their values: the forward already used them, so they cannot be
       // overwritten with rank 0's now; every rank must have loaded the same.
-      mix(hash, detail::hash_of(state.models[k].parameters[i].second));
+      detail::fnv_mix(hash, detail::hash_of(state.models[k].parameters[i].second));
       ++replaced_count;
     }
   }
@@ -543,30 +534,19 @@ void agree_on_trained_parameters(detail::FabricState& state, const std::vector<s
     for (size_t i = 0; i < parameters.size(); ++i) {
       const auto& parameter = parameters[i].second;
       if (!parameter.requires_grad()) continue;
-      mix(hash, static_cast<int64_t>(k));
-      mix(hash, static_cast<int64_t>(i));
-      for (const int64_t size : parameter.sizes()) mix(hash, size);
+      detail::fnv_mix(hash, static_cast<int64_t>(k));
+      detail::fnv_mix(hash, static_cast<int64_t>(i));
+      for (const int64_t size : parameter.sizes()) detail::fnv_mix(hash, size);
       ++tensors;
       values += parameter.numel();
     }
   }
   const int world = state.placement().world_size;
-  auto mine = at::empty({kTrainedSetFields}, at::kLong);
-  auto* fields = mine.data_ptr<int64_t>();
-  fields[0] = kTrainedSetTag;
-  fields[1] = static_cast<int64_t>(hash);
-  fields[2] = tensors;
-  fields[3] = values;
-  fields[4] = static_cast<int64_t>(replaced_count);
-  std::vector<at::Tensor> input{mine.to(state.device())};
-  std::vector<std::vector<at::Tensor>> output(1);
-  for (int r = 0; r < world; ++r) output[0].push_back(at::empty_like(input[0]));
-  state.collectives().run(call, [&] { state.collectives().group()->allgather(output, input)->wait(); });
-  std::vector<std::array<int64_t, kTrainedSetFields>> all(static_cast<size_t>(world));
-  for (int r = 0; r < world; ++r) {
-    const auto received = output[0][static_cast<size_t>(r)].cpu();
-    std::copy_n(received.data_ptr<int64_t>(), kTrainedSetFields, all[static_cast<size_t>(r)].begin());
-  }
+  const std::vector<int64_t> fields{kTrainedSetTag, static_cast<int64_t>(hash), tensors, values,
+                                    static_cast<int64_t>(replaced_count)};
+  std::vector<std::vector<int64_t>> all;
+  state.collectives().run(
+      call, [&] { all = detail::all_gather_fields(state.collectives().group(), state.device(), world, fields); });
   std::string absent;
   bool agree = true;
   for (int r = 0; r < world; ++r) {

@@ -2,6 +2,7 @@
 // strategies; see strategy.h.
 #include "strategies/strategy.h"
 
+#include "utilities/agreement.h"
 #include "utilities/environment_variables.h"
 #include "utilities/messages.h"
 
@@ -269,36 +270,24 @@ namespace {
 // What every rank contributes to the agreement on unused parameters: a tag
 // (a rank in another collective sends other data), the set's hash and size.
 constexpr int64_t kUnusedSetTag = 0x4661627269635555;  // "FabricUU"
-constexpr int64_t kUnusedSetFields = 3;
 
 }  // namespace
 
 void DdpStrategy::agree_on_unused_parameters(ModelReducer& model, const ReachedModel& reached) {
   model.synchronized_once = true;
   std::vector<std::string> unreached;
-  uint64_t hash = 14695981039346656037ull;
+  uint64_t hash = kFnvOffset;
   for (size_t i = 0; i < model.parameters.size(); ++i) {
     if (reached.graph->reaches(model.parameters[i].second)) continue;
     unreached.push_back(model.parameters[i].first);
-    for (int byte = 0; byte < 8; ++byte) {
-      hash ^= (static_cast<uint64_t>(i) >> (8 * byte)) & 0xffu;
-      hash *= 1099511628211ull;
-    }
+    fnv_mix(hash, static_cast<int64_t>(i));
   }
-  auto mine = at::empty({kUnusedSetFields}, at::kLong);
-  auto* fields = mine.data_ptr<int64_t>();
-  fields[0] = kUnusedSetTag;
-  fields[1] = static_cast<int64_t>(hash);
-  fields[2] = static_cast<int64_t>(unreached.size());
-  std::vector<at::Tensor> input{mine.to(context_.device)};
-  std::vector<std::vector<at::Tensor>> output(1);
-  for (int r = 0; r < context_.world_size; ++r) output[0].push_back(at::empty_like(input[0]));
-  context_.group->allgather(output, input)->wait();
+  const std::vector<int64_t> fields{kUnusedSetTag, static_cast<int64_t>(hash), static_cast<int64_t>(unreached.size())};
+  const auto all = all_gather_fields(context_.group, context_.device, context_.world_size, fields);
   bool agree = true;
   std::string counts;
   for (int r = 0; r < context_.world_size; ++r) {
-    const auto other = output[0][static_cast<size_t>(r)].cpu();
-    const auto* values = other.data_ptr<int64_t>();
+    const auto& values = all[static_cast<size_t>(r)];
     if (values[0] != kUnusedSetTag || values[1] != fields[1] || values[2] != fields[2]) agree = false;
     counts += (r == 0 ? "rank 0: " : ", rank " + std::to_string(r) + ": ") +
               (values[0] == kUnusedSetTag ? std::to_string(values[2]) : std::string("in another collective"));
