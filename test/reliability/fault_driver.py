@@ -105,9 +105,10 @@ def run_watched(case, command, deadline=DEADLINE_S, env=None, **popen):
     elapsed = time.monotonic() - start
     recorder.stopping.set()
     recorder.join()
-    others = recorder.seen - {job.pid}
+    others = recorder.ranks() - {job.pid}
     codes = reap_orphans(others, time.monotonic() + 5)
-    kill_leftovers(case, marker, others)
+    reap_orphans(recorder.relays, time.monotonic() + 5)  # the ranks' output relays, adopted here
+    kill_leftovers(case, marker, others | recorder.relays)
     return (job.returncode, stdout.decode(errors="replace"), stderr.decode(errors="replace"),
             elapsed, others, codes)
 
@@ -299,7 +300,13 @@ def save_error_case(case, program, path, expected, preexec=None):
         report(case, "exit code 0")
     if code is not None and code < 0:
         report(case, f"rank 0 crashed with signal {-code}")
-    failed = re.findall(r"^test: rank (\d): save failed: (.*)$", stderr, re.MULTILINE)
+    # Ranks other than 0 print through the launcher's relay: "[rank N] " first.
+    failed = []
+    for prefix, rank, message in re.findall(r"^(\[rank \d\] )?test: rank (\d): save failed: (.*)$", stderr,
+                                            re.MULTILINE):
+        if prefix != ("" if rank == "0" else f"[rank {rank}] "):
+            report(case, f"rank {rank}'s line carries the prefix {prefix!r}")
+        failed.append((rank, message))
     if sorted(rank for rank, _ in failed) != ["0", "1"]:
         report(case, f"not every rank got the error: {failed}\n{stderr}")
     for _, message in failed:

@@ -132,6 +132,15 @@ def report(case, message):
     print(f"FAIL {case}: {message}", flush=True)
 
 
+def alive(pid):
+    """True for a process that exists and is not a zombie."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            return stat.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except OSError:
+        return False
+
+
 def processes_with_argument(argument):
     """pids of live (non-zombie) processes whose argv contains `argument`."""
     wanted = argument.encode()
@@ -151,19 +160,54 @@ def processes_with_argument(argument):
     return pids
 
 
+def output_relays():
+    """pids of the launcher's output relays (a fork of a rank that retitles
+    itself at once: see runtime/src/strategies/launchers/output_relay.h)."""
+    pids = set()
+    for entry in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{entry}/comm", "rb") as comm:
+                if comm.read().strip() == b"fabric-relay":
+                    pids.add(int(entry))
+        except (OSError, ValueError):
+            continue
+    return pids
+
+
 class ProcessRecorder(threading.Thread):
-    """Remembers every process that carries the marker while the job runs."""
+    """Remembers every process that carries the marker while the job runs,
+    and apart from them the output relays (which carry it only for the
+    moment between their fork and their new title)."""
 
     def __init__(self, marker):
         super().__init__(daemon=True)
         self.marker = marker
         self.seen = set()
+        self.relays = set()
         self.stopping = threading.Event()
 
     def run(self):
         while not self.stopping.is_set():
-            self.seen.update(processes_with_argument(self.marker))
+            marked = set(processes_with_argument(self.marker))
+            self.relays.update(output_relays() & (marked | self.seen | self.relays | self._children_of(marked)))
+            self.seen.update(marked)
             time.sleep(0.02)
+
+    @staticmethod
+    def _children_of(parents):
+        children = set()
+        for entry in os.listdir("/proc"):
+            try:
+                with open(f"/proc/{entry}/stat", "rb") as stat:
+                    parent = int(stat.read().rsplit(b")", 1)[1].split()[1])
+            except (OSError, ValueError, IndexError):
+                continue
+            if parent in parents:
+                children.add(int(entry))
+        return children
+
+    def ranks(self):
+        return self.seen - self.relays
 
 
 def reap_orphans(pids, deadline):
@@ -203,10 +247,12 @@ def run_failure_case(program, case, devices, fail_rank, fail_step, how, expected
         stdout, stderr = job.communicate()
     recorder.stopping.set()
     recorder.join()
-    children = recorder.seen - {job.pid}
+    children = recorder.ranks() - {job.pid}
     orphan_codes = reap_orphans(children, start + DEADLINE_S + 5)
+    reap_orphans(recorder.relays, start + DEADLINE_S + 5)
     elapsed = time.monotonic() - start
     stderr = stderr.decode(errors="replace")
+    stdout = stdout.decode(errors="replace")
 
     print(f"--- {case}: {elapsed:.2f} s, rank 0 exit {job.returncode}, "
           f"children {sorted(children)}, re-parented exits {orphan_codes}")
@@ -226,11 +272,30 @@ def run_failure_case(program, case, devices, fail_rank, fail_step, how, expected
             report(case, f"stderr lacks /{pattern}/; stderr was:\n{stderr}")
     if stderr.count("stopping all ranks") > 1:
         report(case, "more than one 'stopping all ranks' message")
+    if fail_step >= 0:
+        # The failing rank's last words, on both streams, prefixed with its
+        # rank (none for rank 0), and delivered before the launcher's line
+        # about its end, even when it aborts or is killed right after.
+        prefix = f"[rank {fail_rank}] " if fail_rank != 0 else ""
+        said = f"{prefix}test: rank {fail_rank} fails now ({how})"
+        lines = stderr.splitlines()
+        if said not in lines:
+            report(case, f"stderr lacks the line {said!r}; stderr was:\n{stderr}")
+        elif fail_rank != 0:
+            ending = [i for i, line in enumerate(lines) if re.match(rf"^fabric: rank {fail_rank} \(pid", line)]
+            if ending and ending[0] < lines.index(said):
+                report(case, f"rank {fail_rank}'s last line came after the launcher's line on its end:\n{stderr}")
+        reached = f"{prefix}test: rank {fail_rank} reached step {fail_step}"
+        if reached not in stdout.splitlines():
+            report(case, f"stdout lacks the line {reached!r}; stdout was:\n{stdout}")
     for match in re.finditer(r"rank \d+ \(pid (\d+)\)", stderr):
         if int(match.group(1)) not in recorder.seen:
             report(case, f"the message names pid {match.group(1)}, which is not a process of the job")
+    # Every rank but 0 had its output relay (each line prefixed with its rank).
+    if len(recorder.relays) != devices - 1:
+        report(case, f"saw {len(recorder.relays)} output relays, expected {devices - 1}")
     leftovers = processes_with_argument(marker) + [
-        pid for pid in children if os.path.exists(f"/proc/{pid}")]
+        pid for pid in children | recorder.relays if alive(pid)]
     if leftovers:
         report(case, f"processes left behind: {sorted(set(leftovers))}")
         for pid in set(leftovers):
@@ -260,6 +325,8 @@ def failures(program):
     run_failure_case(program, "3 ranks, rank 0 killed", 3, 0, 3, "sigkill", [
         r"^fabric: rank 1: stopping because rank 0 exited$",
         r"^fabric: rank 2: stopping because rank 0 exited$"])
+    run_failure_case(program, "2 ranks, rank 1 aborts", 2, 1, 3, "abort", [
+        r"^fabric: rank 1 \(pid \d+\) was killed by signal 6 \(Aborted\); stopping all ranks$"])
     run_failure_case(program, "2 ranks, rank 1 throws", 2, 1, 3, "throw", [
         r"^fabric: rank 1 \(pid \d+\) exited with code 4; stopping all ranks$"])
     # ~Fabric on rank 0 during unwinding stops the others, then lets the
@@ -453,9 +520,11 @@ def fabric_run(launcher, program):
     if not re.search(r"^fabric: rank 1 \(pid \d+\) exited with code 3; stopping all ranks$",
                      stderr, re.MULTILINE):
         report("fabric-run failure", f"stderr does not name rank 1:\n{stderr}")
-    if len(recorder.seen) != 3:  # fabric-run carries the marker too
-        report("fabric-run failure", f"saw {len(recorder.seen)} processes, expected fabric-run "
+    if len(recorder.ranks()) != 3:  # fabric-run carries the marker too
+        report("fabric-run failure", f"saw {len(recorder.ranks())} processes, expected fabric-run "
                                      "and 2 ranks")
+    if len(recorder.relays) != 1:  # rank 1's output relay (fabric-run's rank 0 has none)
+        report("fabric-run failure", f"saw {len(recorder.relays)} output relays, expected 1")
     leftovers = processes_with_argument(marker)
     if leftovers:
         report("fabric-run failure", f"processes left behind: {leftovers}")

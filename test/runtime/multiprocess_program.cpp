@@ -26,7 +26,7 @@
 //       "16-mixed" on N ranks: an inf on one rank only makes every rank skip
 //       the step and halve the scale; unscaled gradients equal fp32 DDP's.
 //   fabric_multiprocess_program fail --devices=N --fail-rank=R --fail-step=S
-//       [--fail-how=exit|sigkill|throw] [--marker=...]
+//       [--fail-how=exit|sigkill|abort|throw] [--marker=...]
 //       trains with all-reduce every step; rank R dies at step S (exit code 3
 //       or SIGKILL, or an exception that leaves the Fabric's scope and makes
 //       main return 4), or with S = -1 exits 0 before launch(). --marker only
@@ -703,8 +703,12 @@ int run_until_failure(const Arguments& arguments) {
     fabric.backward(loss);
     optimizer.step();
     if (this_rank == arguments.fail_rank && step == arguments.fail_step) {
+      // Both streams, as a program's error path writes them (the launcher
+      // prefixes a rank's lines with its rank; rank 0's stay as they are).
+      std::cout << "test: rank " << this_rank << " reached step " << step << std::endl;
       std::fprintf(stderr, "test: rank %d fails now (%s)\n", this_rank, arguments.fail_how.c_str());
       if (arguments.fail_how == "sigkill") std::raise(SIGKILL);
+      if (arguments.fail_how == "abort") std::abort();
       if (arguments.fail_how == "throw") throw std::runtime_error("test exception");
       std::exit(3);
     }

@@ -1,4 +1,5 @@
 #include "strategies/launchers/launcher.h"
+#include "strategies/launchers/output_relay.h"
 #include "utilities/environment_variables.h"
 
 #include <fcntl.h>
@@ -38,6 +39,9 @@ constexpr const char* kChannelVariable = kLauncherChannelVariable;
 // Names the descriptor that holds the launcher's standard output in a rank
 // other than 0, whose fd 1 is /dev/null until it reaches fabric.launch().
 constexpr const char* kStdoutVariable = "FABRIC_LAUNCHER_STDOUT_FD";
+// Set when that output is relayed (output_relay.h) to a terminal: the rank
+// line-buffers it, as it would write to the terminal itself.
+constexpr const char* kStdoutTerminalVariable = "FABRIC_LAUNCHER_STDOUT_TERMINAL";
 // Sent by a child once it has joined the process group.
 constexpr char kJoinedByte = 'J';
 
@@ -94,7 +98,8 @@ std::vector<std::string> own_command_line() {
 struct Child {
   int global_rank = 0;
   pid_t pid = -1;
-  int channel = -1;  // rank 0's end of the socketpair
+  int channel = -1;   // rank 0's end of the socketpair
+  OutputRelay relay;  // its output, each line prefixed with its rank (not rank 0's)
   bool exited = false;
   std::thread watcher;
 };
@@ -241,9 +246,10 @@ class LaunchState {
     // Everything the child needs is built before fork(): between fork and
     // exec a multithreaded process may only make async-signal-safe calls.
     std::vector<std::string> environment;
-    static const char* const kReplaced[] = {"RANK",           "LOCAL_RANK",   "WORLD_SIZE",  "LOCAL_WORLD_SIZE",
-                                            "NODE_RANK",      "GROUP_RANK",   "MASTER_ADDR", "MASTER_PORT",
-                                            kChannelVariable, kStdoutVariable};
+    static const char* const kReplaced[] = {
+        "RANK",           "LOCAL_RANK",    "WORLD_SIZE",           "LOCAL_WORLD_SIZE",
+        "NODE_RANK",      "GROUP_RANK",    "MASTER_ADDR",          "MASTER_PORT",
+        kChannelVariable, kStdoutVariable, kStdoutTerminalVariable};
     const auto name_of = [](const std::string& variable) { return variable.substr(0, variable.find('=')); };
     for (char** entry = environ; entry != nullptr && *entry != nullptr; ++entry) {
       const std::string variable(*entry);
@@ -272,19 +278,27 @@ class LaunchState {
     // output on /dev/null, so that it is printed once, by rank 0; launch()
     // puts the real one back (restore_stdout_at_launch). Its standard error
     // stays as it is: a rank that fails before launch() must be heard.
+    // Its output (both streams) goes through a relay that prefixes each
+    // line with the rank (output_relay.h), so that an error printed on every
+    // rank says whose it is.
+    if (child.global_rank != 0) child.relay = start_output_relay(child.global_rank);
+    const int rank_stdout = child.relay.active() ? child.relay.stdout_write : STDOUT_FILENO;
+    const int rank_stderr = child.relay.active() ? child.relay.stderr_write : -1;
     int devnull = -1;
     int stdout_copy = -1;
     if (child.global_rank != 0) {
       devnull = ::open("/dev/null", O_WRONLY | O_CLOEXEC);
-      stdout_copy = devnull < 0 ? -1 : ::fcntl(STDOUT_FILENO, F_DUPFD_CLOEXEC, 3);
+      stdout_copy = devnull < 0 ? -1 : ::fcntl(rank_stdout, F_DUPFD_CLOEXEC, 3);
       if (stdout_copy < 0) {  // no standard output to keep: leave it alone
         if (devnull >= 0) ::close(devnull);
         devnull = -1;
       } else {
         assign(kStdoutVariable, std::to_string(stdout_copy));
+        if (child.relay.stdout_is_terminal) assign(kStdoutTerminalVariable, "1");
       }
     }
     const auto close_stdout_descriptors = [&] {
+      close_writers(child.relay);
       if (devnull < 0) return;
       ::close(devnull);
       ::close(stdout_copy);
@@ -318,6 +332,10 @@ class LaunchState {
       ::prctl(PR_SET_PDEATHSIG, SIGKILL);
       if (::getppid() != parent) ::_exit(1);
       ::fcntl(child_end, F_SETFD, 0);  // the descriptors exec keeps
+      if (rank_stderr >= 0) {
+        ::dup2(rank_stderr, STDERR_FILENO);  // failing, the rank writes to the launcher's stderr
+        if (devnull < 0) ::dup2(rank_stdout, STDOUT_FILENO);
+      }
       if (devnull >= 0) {
         ::dup2(devnull, STDOUT_FILENO);  // failing, the rank prints as it always did
         ::fcntl(stdout_copy, F_SETFD, 0);
@@ -342,6 +360,9 @@ class LaunchState {
       result = ::waitid(P_PID, static_cast<id_t>(child.pid), &info, WEXITED | WNOWAIT);
     } while (result != 0 && errno == EINTR);
     const bool status_known = result == 0;
+    // What the rank printed on its way out comes before the line about its
+    // exit (its relay ends once the rank's output is closed).
+    wait_for_output_relay(child.relay, std::chrono::seconds(1));
 
     bool joined = false;
     if (status_known && info.si_code == CLD_EXITED && info.si_status == 0) {
@@ -476,8 +497,11 @@ void restore_stdout_at_launch() {
     return;
   }
   ::close(saved);
-  // stdio chose full buffering for /dev/null; a terminal gets lines again.
-  if (::isatty(STDOUT_FILENO) == 1) std::setvbuf(stdout, nullptr, _IOLBF, BUFSIZ);
+  // stdio chose full buffering for /dev/null; a terminal gets lines again
+  // (also through the relay, which knows it writes to one).
+  const bool terminal = ::isatty(STDOUT_FILENO) == 1 || string_variable(kStdoutTerminalVariable, "") == "1";
+  ::unsetenv(kStdoutTerminalVariable);
+  if (terminal) std::setvbuf(stdout, nullptr, _IOLBF, BUFSIZ);
 }
 
 void start_local_ranks(const ProcessPlacement& self) {
