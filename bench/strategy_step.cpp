@@ -11,7 +11,10 @@
 //   run_ms          mean step time over every step of the run, from the
 //                   first (slowest rank): what a run-wide cost such as the
 //                   sampled sync check adds shows here (sync_check_cost.py)
-// as one line "strategy=... state_bytes=... gradient_bytes=... step_ms=... run_ms=...".
+//   run_s           the run's training time, every step (slowest rank)
+//   checks          sync checks run during it (fabric.sync_check_cost())
+//   check_s         their wall time (the rank that spent the most)
+// as one line "strategy=... state_bytes=... gradient_bytes=... step_ms=... run_ms=... run_s=... checks=... check_s=...".
 #include <fabric/fabric.h>
 
 #include "bench_arguments.h"
@@ -80,10 +83,12 @@ int main(int argc, char** argv) {
                                             fabric::ReduceOp::Max)
                               .item<double>());
   }
-  const double run_seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count() / run_steps;
+  const double run_total = std::chrono::duration<double>(std::chrono::steady_clock::now() - run_start).count();
   const double run_max =
-      fabric.all_reduce(torch::tensor(run_seconds, torch::kDouble), fabric::ReduceOp::Max).item<double>();
+      fabric.all_reduce(torch::tensor(run_total / run_steps, torch::kDouble), fabric::ReduceOp::Max).item<double>();
+  const auto check_cost = fabric.sync_check_cost();
+  const double check_max =
+      fabric.all_reduce(torch::tensor(check_cost.seconds, torch::kDouble), fabric::ReduceOp::Max).item<double>();
   const int64_t parameter_bytes = [&] {
     int64_t bytes = 0;
     for (const auto& parameter : model->parameters()) bytes += parameter.numel() * 4;
@@ -92,9 +97,10 @@ int main(int argc, char** argv) {
   const int64_t state_max = max_over_ranks(fabric, state_bytes);
   const int64_t gradient_max = max_over_ranks(fabric, gradient_bytes);
   fabric.printf("strategy=%s ranks=%d parameter_bytes=%lld state_bytes=%lld gradient_bytes=%lld "
-                "step_ms=%.3f run_ms=%.3f\n",
+                "step_ms=%.3f run_ms=%.3f run_s=%.4f checks=%lld check_s=%.5f\n",
                 fabric.options().strategy().c_str(), fabric.world_size(),
                 static_cast<long long>(parameter_bytes), static_cast<long long>(state_max),
-                static_cast<long long>(gradient_max), 1e3 * best, 1e3 * run_max);
+                static_cast<long long>(gradient_max), 1e3 * best, 1e3 * run_max, run_max * run_steps,
+                static_cast<long long>(check_cost.checks), check_max);
   return 0;
 }

@@ -1,5 +1,7 @@
 #include "EditSet.h"
 
+#include "StableOrder.h"
+
 #include <algorithm>
 #include <regex>
 #include <sstream>
@@ -99,7 +101,7 @@ bool overlap(const TextEdit& a, const TextEdit& b) {
 MergedEdits mergeEdits(const std::string& text, std::vector<TextEdit> edits) {
   for (auto& e : edits) e = widenRemovalToLine(text, e);
   // Larger edits first, so containment is decided against the outermost.
-  std::stable_sort(edits.begin(), edits.end(), [](const TextEdit& a, const TextEdit& b) {
+  stableSort(edits, [](const TextEdit& a, const TextEdit& b) {
     if (a.length != b.length) return a.length > b.length;
     return a.ruleIndex < b.ruleIndex;
   });
@@ -121,7 +123,7 @@ MergedEdits mergeEdits(const std::string& text, std::vector<TextEdit> edits) {
   }
   // Text order; at one offset, insertions first (by rule order), then the
   // replacement that starts there.
-  std::stable_sort(merged.edits.begin(), merged.edits.end(), [](const TextEdit& a, const TextEdit& b) {
+  stableSort(merged.edits, [](const TextEdit& a, const TextEdit& b) {
     if (a.offset != b.offset) return a.offset < b.offset;
     if ((a.length == 0) != (b.length == 0)) return a.length == 0;
     return a.ruleIndex < b.ruleIndex;

@@ -2,6 +2,7 @@
 
 #include "Output.h"
 #include "Rule.h"
+#include "StableOrder.h"
 
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
@@ -22,7 +23,7 @@ std::vector<LintFinding> findingsOf(const EngineResult& result) {
       isMatch = isMatch || (m.ruleId == f.ruleId && m.file == f.file && m.line == f.line && m.column == f.column);
     if (!isMatch) all.push_back({f.ruleId, f.file, f.line, f.column, f.message, {}});
   }
-  std::stable_sort(all.begin(), all.end(), [](const LintFinding& a, const LintFinding& b) {
+  stableSort(all, [](const LintFinding& a, const LintFinding& b) {
     return std::tie(a.file, a.line, a.column, a.ruleId) < std::tie(b.file, b.line, b.column, b.ruleId);
   });
   return all;

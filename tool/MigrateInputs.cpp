@@ -2,6 +2,7 @@
 
 #include "BuildFiles.h"
 #include "CompileCommands.h"
+#include "StableOrder.h"
 
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
@@ -77,8 +78,7 @@ void findBuildFiles(MigrationInputs& in) {
     (isCMakeScript(path) ? in.buildFiles : in.configureFiles).push_back(path);
   }
   // The top-level CMakeLists.txt first: notes about the whole project go there.
-  std::stable_partition(in.buildFiles.begin(), in.buildFiles.end(),
-                        [&](const std::string& p) { return p == in.root + "/CMakeLists.txt"; });
+  stablePartition(in.buildFiles, [&](const std::string& p) { return p == in.root + "/CMakeLists.txt"; });
 }
 
 }  // namespace

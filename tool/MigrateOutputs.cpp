@@ -6,6 +6,8 @@
 #include "EditSet.h"
 #include "MigrationReport.h"
 #include "Output.h"
+#include "ProjectCopy.h"
+#include "StableOrder.h"
 
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
@@ -66,6 +68,34 @@ std::optional<LibTorchLinks> libTorchLinks(const MigrateOptions& options, const 
 
 // Every file of the run goes to a temporary file first (a read-only folder
 // or a full disk fails there), then all are renamed into place.
+bool copyRestOfProject(const MigrateOptions& options, const MigrationInputs& in,
+                       const std::vector<std::pair<std::string, std::string>>& pending, std::string& error) {
+  // A root that is a home folder or the file system's (loose files migrated
+  // one by one) is nobody's project: only what the migration wrote.
+  const char* home = std::getenv("HOME");
+  if (in.root == "/" || (home != nullptr && in.root == absolutePath(home))) {
+    if (!options.quiet)
+      llvm::errs() << "fabricize: the project root " << in.root
+                   << " is not a project folder: only the sources and their headers were written to " << in.outRoot
+                   << " (give --root <project folder> for a complete copy)\n";
+    return true;
+  }
+  ProjectCopyRequest request;
+  request.root = in.root;
+  request.outRoot = in.outRoot;
+  for (const auto& [target, text] : pending)
+    if (isUnderOrEqual(target, in.outRoot)) request.written.insert(in.root + "/" + relativeTo(target, in.outRoot));
+  if (!in.build.buildDir.empty() && isUnderOrEqual(absolutePath(in.build.buildDir), in.root))
+    request.buildFolders.push_back(absolutePath(in.build.buildDir));
+  ProjectCopySummary summary;
+  if (!copyProject(request, summary, error)) {
+    error = "-o " + options.outputDir + ": " + error + " (the migrated files were not written)";
+    return false;
+  }
+  if (!options.quiet) llvm::errs() << describeProjectCopy(summary, in.outRoot) << "\n";
+  return true;
+}
+
 bool writeFiles(const MigrateOptions& options, const MigrationInputs& in, const EngineResult& result,
                 const MigrationOutcome& outcome, std::string& error) {
   const auto& rendered = outcome.rendered;
@@ -103,6 +133,10 @@ bool writeFiles(const MigrateOptions& options, const MigrationInputs& in, const 
       pending.emplace_back(in.outRoot + "/" + relativeTo(path, in.root), text);
     }
   }
+  // -o is a copy of the whole project: the files beside the sources (a
+  // class list, configurations, scripts, data) too, so that the migrated
+  // program runs from out/ as the original ran from its folder.
+  if (!options.inPlace && !copyRestOfProject(options, in, pending, error)) return false;
   if (options.emitCMake) {
     std::vector<std::string> relativeSources;
     for (const std::string& f : in.files) relativeSources.push_back(relativeTo(f, in.root));
@@ -176,7 +210,7 @@ bool writeMigration(const MigrateOptions& options, const MigrationInputs& in, co
 void printFindings(const MigrateOptions& options, const MigrationInputs& in, MigrationOutcome& outcome) {
   std::vector<Finding>& findings = outcome.findings;
   // In source order, whichever rule or translation unit found them.
-  std::stable_sort(findings.begin(), findings.end(), [](const Finding& a, const Finding& b) {
+  stableSort(findings, [](const Finding& a, const Finding& b) {
     return std::tie(a.file, a.line, a.column) < std::tie(b.file, b.line, b.column);
   });
   size_t errors = 0;

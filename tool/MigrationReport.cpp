@@ -1,5 +1,7 @@
 #include "MigrationReport.h"
 
+#include "StableOrder.h"
+
 #include <algorithm>
 #include <array>
 #include <cstdio>
@@ -85,7 +87,7 @@ std::vector<Block> build(const MigrationReportData& data) {
     Block loops{Block::Table};
     loops.header = {"training loop", "data sharded", "how"};
     std::vector<DataLoopEntry> sorted = data.dataLoops;
-    std::stable_sort(sorted.begin(), sorted.end(), [](const DataLoopEntry& a, const DataLoopEntry& b) {
+    stableSort(sorted, [](const DataLoopEntry& a, const DataLoopEntry& b) {
       return std::tie(a.file, a.line) < std::tie(b.file, b.line);
     });
     for (const DataLoopEntry& loop : sorted)
@@ -96,7 +98,7 @@ std::vector<Block> build(const MigrationReportData& data) {
   // Where the Fabric lives: constructed in main, passed to the training code.
   Block fabric{Block::List};
   std::vector<ReportEntry> inOrder = data.entries;
-  std::stable_sort(inOrder.begin(), inOrder.end(), [](const ReportEntry& a, const ReportEntry& b) {
+  stableSort(inOrder, [](const ReportEntry& a, const ReportEntry& b) {
     return std::tie(a.file, a.line) < std::tie(b.file, b.line);
   });
   for (const ReportEntry& e : inOrder)
@@ -124,8 +126,7 @@ std::vector<Block> build(const MigrationReportData& data) {
   for (const std::string& file : data.files)
     if (!perFile.count(file)) perFile[file];
   for (auto& [file, entries] : perFile) {
-    std::stable_sort(entries.begin(), entries.end(),
-                     [](const ReportEntry* a, const ReportEntry* b) { return a->line < b->line; });
+    stableSort(entries, [](const ReportEntry* a, const ReportEntry* b) { return a->line < b->line; });
     doc.push_back({Block::Heading, 3, file});
     if (entries.empty()) {
       doc.push_back({Block::Paragraph, 0, "Nothing to migrate."});

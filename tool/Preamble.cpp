@@ -1,5 +1,7 @@
 #include "Preamble.h"
 
+#include "StableOrder.h"
+
 #include "clang/AST/DeclTemplate.h"
 #include "clang/Basic/SourceManager.h"
 #include "clang/Frontend/CompilerInstance.h"
@@ -310,7 +312,7 @@ std::vector<Decl*> preambleProjectDeclarations(CompilerInstance& ci) {
   }
   // In the order a parse meets them (a header's own includes come in the
   // middle of it), as the consumer would have received them.
-  std::stable_sort(declarations.begin(), declarations.end(), [&](Decl* a, Decl* b) {
+  stableSort(declarations, [&](Decl* a, Decl* b) {
     return sm.isBeforeInTranslationUnit(sm.getFileLoc(a->getLocation()), sm.getFileLoc(b->getLocation()));
   });
   return declarations;

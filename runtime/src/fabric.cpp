@@ -225,6 +225,12 @@ int Fabric::local_rank() const { return state_->placement().local_rank; }
 int Fabric::node_rank() const { return state_->placement().node_rank; }
 int Fabric::world_size() const { return state_->placement().world_size; }
 bool Fabric::is_global_zero() const { return state_->placement().global_rank == 0; }
+Fabric::SyncCheckCost Fabric::sync_check_cost() const {
+  const auto& check = state_->sync_check;
+  if (!check) return {};
+  return {check->checks_run(), check->seconds_checking()};
+}
+
 const Options& Fabric::options() const { return state_->options; }
 detail::Strategy& Fabric::strategy() const { return *state_->strategy; }
 
@@ -935,12 +941,15 @@ void Fabric::check_sync_after_step(torch::optim::Optimizer& optimizer) {
   auto scope = state.collectives().scope("fabric.step() (FABRIC_CHECK_SYNC)");
   detail::SyncCheck::AllGather gather;
   if (state.collectives().group()) gather = [this](const at::Tensor& tensor) { return all_gather(tensor); };
+  const auto start = std::chrono::steady_clock::now();
   const std::string failure = state.sync_check->after_step(parameters, world_size(), gather);
+  state.sync_check->record_cost(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   if (!failure.empty()) stop_for_sync_check(failure);
 }
 
 void Fabric::check_sync_sampled(bool at_end) {
   auto& state = *state_;
+  const auto start = std::chrono::steady_clock::now();
   std::unordered_set<const void*> listed;
   const std::vector<detail::SyncCheck::Parameter> parameters = set_up_parameters_to_check(state, listed);
   const char* call = at_end ? "fabric shutdown (sync check)" : "fabric.backward() (sync check)";
@@ -958,6 +967,7 @@ void Fabric::check_sync_sampled(bool at_end) {
     failure = state.sync_check->check_sampled(
         parameters, [this](const at::Tensor& tensor) { return all_gather(tensor); }, at_end);
   }
+  state.sync_check->record_cost(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   if (!failure.empty()) stop_for_sync_check(failure);
 }
 

@@ -31,8 +31,10 @@ import tempfile
 # Bottom up. A file may include files of its own layer and of the layers
 # below it, never of one above.
 LAYERS = [
-    ("outputs", "writing files whole or not at all",
-     ["tool/Output"]),
+    ("utilities", "generic helpers with no project types (a stable sort without libstdc++'s deprecated buffer)",
+     ["tool/StableOrder"]),
+    ("outputs", "writing files whole or not at all; -o's copy of the rest of the project",
+     ["tool/Output", "tool/ProjectCopy"]),
     ("edits", "text edits: merged, rendered, diffed; findings as shown; rule selection; CMake edits",
      ["tool/EditSet", "tool/Diff", "tool/LintFinding", "tool/RuleSelection", "tool/BuildFiles",
       "tool/MigrationReport"]),

@@ -19,7 +19,11 @@
 // RUN: not grep -F "[fabric-project]" %t/err
 // RUN: not grep -F "[fabric-cmake]" %t/err
 // RUN: cd %t/out && find . -type f | sort | FileCheck %s --check-prefix=TREE
+// -o copies the whole repository (the other project too, as it is), but
+// not its .git or the project's build folder.
 // TREE: ./cmake/warnings.cmake
+// TREE-NEXT: ./projects/denoise/CMakeLists.txt
+// TREE-NEXT: ./projects/denoise/main.cpp
 // TREE-NEXT: ./projects/face/CMakeLists.txt
 // TREE-NEXT: ./projects/face/train.cpp
 // TREE-NEXT: ./utils/CMakeLists.txt

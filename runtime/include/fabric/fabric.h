@@ -318,6 +318,15 @@ class Fabric {
   bool is_global_zero() const;
   // The options after environment overrides, as resolved.
   const Options& options() const;
+  // What the sync check (FABRIC_CHECK_SYNC, on by default) has cost this
+  // rank so far: the checks run and their wall time, gathers included (the
+  // check at the end, in ~Fabric, comes after). bench/sync_check_cost.py
+  // reports it against the run's time.
+  struct SyncCheckCost {
+    std::int64_t checks = 0;
+    double seconds = 0;
+  };
+  SyncCheckCost sync_check_cost() const;
 
   // Moves the model to device(), broadcasts its parameters and buffers from
   // rank 0 and, for DDP with several processes, attaches a c10d::Reducer that

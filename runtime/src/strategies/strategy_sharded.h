@@ -27,8 +27,10 @@
 #include "strategies/gradient_read_hint.h"
 #include "strategies/strategy.h"
 
+#include <algorithm>
 #include <functional>
 #include <memory>
+#include <numeric>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -358,10 +360,18 @@ class ShardedStrategy : public Strategy {
       parameter.trained = true;
       model.members.push_back(index);
     }
-    std::stable_sort(fresh.begin(), fresh.end(), [&](size_t a, size_t b) {
-      return bytes_of(parameters_[a].tensor) > bytes_of(parameters_[b].tensor);
+    // Heaviest first, ties in the order found (every rank assigns the same
+    // owners). std::sort over positions: libstdc++'s stable_sort draws on a
+    // buffer clang++-19 reports as deprecated.
+    std::vector<size_t> by_weight(fresh.size());
+    std::iota(by_weight.begin(), by_weight.end(), size_t{0});
+    std::sort(by_weight.begin(), by_weight.end(), [&](size_t a, size_t b) {
+      const auto bytes_a = bytes_of(parameters_[fresh[a]].tensor);
+      const auto bytes_b = bytes_of(parameters_[fresh[b]].tensor);
+      return bytes_a != bytes_b ? bytes_a > bytes_b : a < b;
     });
-    for (size_t index : fresh) {
+    for (size_t position : by_weight) {
+      const size_t index = fresh[position];
       const auto lightest = std::min_element(owned_bytes_.begin(), owned_bytes_.end());
       parameters_[index].owner = static_cast<int>(lightest - owned_bytes_.begin());
       *lightest += bytes_of(parameters_[index].tensor);

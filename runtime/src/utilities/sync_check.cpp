@@ -198,6 +198,12 @@ std::string SyncCheck::check_sampled(const std::vector<Parameter>& parameters, c
   return {};
 }
 
+void SyncCheck::record_cost(double seconds) {
+  ++checks_run_;
+  seconds_checking_ += seconds;
+  if (mode_ == SyncCheckMode::sampled) last_check_seconds_ = std::max(last_check_seconds_, seconds);
+}
+
 std::string SyncCheck::summary(int world_size) const {
   if (failed_ || mode_ != SyncCheckMode::every_step) return {};
   // Nothing compared is no proof: two separate models would pass.

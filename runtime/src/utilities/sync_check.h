@@ -84,6 +84,13 @@ class SyncCheck {
   // sampled: the backward passes before which a check runs, from 1 (tests).
   int64_t next_check() const { return next_check_; }
 
+  // One check's whole wall time, as its caller measured it (under fsdp the
+  // parameters' gathers too): counted, and under sampled the basis of the
+  // next interval when it exceeds what the comparison alone took.
+  void record_cost(double seconds);
+  int64_t checks_run() const { return checks_run_; }
+  double seconds_checking() const { return seconds_checking_; }
+
  private:
   // Compares this rank's hashes with every other rank's; `proposal` rides
   // along and `proposals` receives every rank's. Returns the message's
@@ -106,6 +113,8 @@ class SyncCheck {
   Clock clock_;
   double last_check_end_ = 0;
   double last_check_seconds_ = 0;
+  int64_t checks_run_ = 0;
+  double seconds_checking_ = 0;
 };
 
 }  // namespace detail
