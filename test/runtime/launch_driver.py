@@ -1288,13 +1288,20 @@ def replaced(program):
     stops with the call to use instead."""
     default = {k: v for k, v in os.environ.items() if k != "FABRIC_CHECK_SYNC"}
     note = "got new storage after fabric.setup()"
+    # The checkpoints the program writes go here, and go with it (a job the
+    # runtime stops never reaches the program's own clean-up).
+    with tempfile.TemporaryDirectory(prefix="fabric-replaced-") as folder:
+        replaced_in(program, default, note, f"--dir={folder}")
+
+
+def replaced_in(program, default, note, folder):
     for strategy in ("ddp", "zero2"):
         for how in ("torch_load", "archive", "to_double", "copy_same"):
             if strategy == "zero2" and how == "copy_same":
                 continue
             case = f"replaced after setup: {how}, {strategy}"
             code, stdout, stderr = run_job(case, [program, "replaced", "--devices=2", f"--strategy={strategy}",
-                                                  f"--how={how}"], env=default)
+                                                  f"--how={how}", folder], env=default)
             if code != 0 or stdout.count(f"replaced scenario ({how}) done") != 1:
                 report(case, f"exit code {code}:\n{stdout}\n{stderr}")
             if stderr.count("from the 1-process resume") != 2:
@@ -1316,7 +1323,7 @@ def replaced(program):
         case = f"replaced after setup: {how}, {strategy}"
         start = time.monotonic()
         code, stdout, stderr = run_job(case, [program, "replaced", "--devices=2", f"--strategy={strategy}",
-                                              f"--how={how}"], timeout=60, env=default)
+                                              f"--how={how}", folder], timeout=60, env=default)
         elapsed = time.monotonic() - start
         if code == 0 or not re.search(expected, stderr, re.MULTILINE) or "done" in stdout:
             report(case, f"exit code {code}; expected /{expected}/:\n{stderr}")
