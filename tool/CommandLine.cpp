@@ -231,7 +231,18 @@ void addCommonFlags(CommandLine& line, CommonFlags& flags, unsigned which, const
                 words(help.jobs, "translation units parsed at once (default: the machine's cores)"));
   if (which & kVerboseFlag)
     line.flag({"--verbose", "-v"}, flags.verbose, words(help.verbose, "say what is being done"));
-  if (which & kCompilerFlags) line.afterDashDash(flags.compilerFlags, flags.sawDashDash);
+  if (which & kCompilerFlags) {
+    // Whole, never split at commas (-Wl,... is one flag).
+    line.option(
+        {"--extra-arg"}, "flag",
+        [&flags](const std::string& value) {
+          flags.extraArgs.push_back(value);
+          return std::string();
+        },
+        "a flag added to every compile command, after its own (repeatable), as clang-tidy's option: for code the "
+        "project's compiler accepts and Clang needs told (-fbracket-depth=N, -D..., -std=...)");
+    line.afterDashDash(flags.compilerFlags, flags.sawDashDash);
+  }
 }
 
 bool resolveCommonFlags(const CommonFlags& flags, CommonSettings& settings, std::string& error) {

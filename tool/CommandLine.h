@@ -84,6 +84,7 @@ struct CommonFlags {
   bool noQueryDriver = false;
   bool verbose = false;                    // --verbose
   std::vector<std::string> compilerFlags;  // after `--`
+  std::vector<std::string> extraArgs;      // --extra-arg: added to every compile command
   bool sawDashDash = false;
 };
 

@@ -105,6 +105,9 @@ void reportUnparsed(llvm::raw_ostream& os, const std::string& prefix, const std:
   if (commands.empty()) return;
   std::string hint = driverIncludesHint(commands.front());
   if (!hint.empty()) os << prefix << "note: " << hint << "\n";
+  os << prefix
+     << "note: if the project's own compiler builds it, Clang may need a flag that compiler does not "
+        "(a limit, a define, a language option): give it with --extra-arg=<flag>, once per flag\n";
 }
 
 }  // namespace fabricize

@@ -8,7 +8,8 @@
 
 namespace fabricize {
 
-EngineOptions engineOptionsFor(const std::string& projectRoot, const char* argv0, bool usePch) {
+EngineOptions engineOptionsFor(const std::string& projectRoot, const char* argv0, bool usePch,
+                               const std::vector<std::string>& extraArgs) {
   // The runtime's headers: next to an installed fabricize, else the source tree.
   std::string exe = llvm::sys::fs::getMainExecutable(argv0, reinterpret_cast<void*>(&engineOptionsFor));
   llvm::SmallString<256> installed(llvm::sys::path::parent_path(llvm::sys::path::parent_path(exe)));
@@ -20,6 +21,11 @@ EngineOptions engineOptionsFor(const std::string& projectRoot, const char* argv0
   options.projectRoot = projectRoot;
   options.resourceDir = FABRIC_CLANG_RESOURCE_DIR;
   options.extraArguments = {"-w", "-isystem", runtimeInclude};
+  // GCC has no limit on nested brackets (a fold expression over 257 enum
+  // values, as reflection headers write, is 257 deep: Clang stops at 256)
+  // and evaluates 2^33 constexpr operations where Clang stops at 2^20.
+  options.extraArguments.insert(options.extraArguments.end(), {"-fbracket-depth=4096", "-fconstexpr-steps=134217728"});
+  options.extraArguments.insert(options.extraArguments.end(), extraArgs.begin(), extraArgs.end());
   if (usePch) {  // as migrate does: LibTorch parsed once per flag set, cached on disk
     options.pch.cacheDir = defaultPchCacheDir();
     options.pch.extraArguments = options.extraArguments;

@@ -6,6 +6,7 @@
 #include "Engine.h"
 
 #include <string>
+#include <vector>
 
 namespace fabricize {
 
@@ -13,6 +14,9 @@ namespace fabricize {
 // runtime's headers (a migrated program includes <fabric/fabric.h>); the
 // PCH cache's size limit from $FABRICIZE_PCH_CACHE_MB (or its default).
 // `projectRoot` is also the folder whose include folders the PCH ignores.
-EngineOptions engineOptionsFor(const std::string& projectRoot, const char* argv0, bool usePch = true);
+// Clang is also given GCC's limits where Clang's are lower (code GCC
+// compiles parses), then `extraArgs` (--extra-arg), which come last and win.
+EngineOptions engineOptionsFor(const std::string& projectRoot, const char* argv0, bool usePch = true,
+                               const std::vector<std::string>& extraArgs = {});
 
 }  // namespace fabricize

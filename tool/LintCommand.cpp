@@ -244,7 +244,7 @@ int runLint(int argc, const char** argv) {
   }
   EngineResult result;
   if (!toAnalyse.empty()) {
-    EngineOptions options = engineOptionsFor(projectRoot, argv[0], !common.noPch);
+    EngineOptions options = engineOptionsFor(projectRoot, argv[0], !common.noPch, common.extraArgs);
     options.jobs = settings.jobs;
     options.pch.cacheLimitBytes = settings.pchCacheMiB << 20;
     if (!build.buildDir.empty()) options.pch.projectDirs.push_back(build.buildDir);

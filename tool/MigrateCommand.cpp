@@ -185,7 +185,7 @@ int runMigrate(int argc, const char** argv) {
   if (!resolveMigrationInputs(options, settings, in, error)) return fail(error);
 
   const CommonFlags& common = options.common;
-  EngineOptions engineOptions = engineOptionsFor(in.root, argv[0], !common.noPch);
+  EngineOptions engineOptions = engineOptionsFor(in.root, argv[0], !common.noPch, common.extraArgs);
   if (!common.noPch && !common.pchCache.empty()) engineOptions.pch.cacheDir = common.pchCache;
   engineOptions.pch.verbose = common.verbose;
   engineOptions.pch.cacheLimitBytes = settings.pchCacheMiB << 20;

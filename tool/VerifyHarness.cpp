@@ -8,6 +8,8 @@
 #include "llvm/Support/Program.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <fstream>
@@ -47,6 +49,32 @@ std::vector<std::string> filesIn(const std::string& folder) {
   return out;
 }
 
+namespace {
+
+// Files and symbolic links under `folder` (links not followed: -o links a
+// data folder to the original, which is not the tree's to copy).
+std::vector<std::pair<std::string, bool>> entriesIn(const std::string& folder) {
+  std::vector<std::pair<std::string, bool>> out;  // relative path, is a link
+  std::error_code ec;
+  for (llvm::sys::fs::recursive_directory_iterator it(folder, ec, /*follow_symlinks=*/false), end; it != end && !ec;
+       it.increment(ec)) {
+    const auto type = it->type();
+    if (type == llvm::sys::fs::file_type::regular_file || type == llvm::sys::fs::file_type::symlink_file)
+      out.emplace_back(it->path().substr(folder.size() + 1), type == llvm::sys::fs::file_type::symlink_file);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// "" when `path` is not a symbolic link.
+std::string linkTargetOf(const std::string& path) {
+  std::string text(4096, '\0');
+  const ssize_t length = ::readlink(path.c_str(), text.data(), text.size());
+  return length < 0 ? std::string() : text.substr(0, static_cast<size_t>(length));
+}
+
+}  // namespace
+
 std::string joined(const std::vector<std::string>& items, const std::string& separator) {
   std::string out;
   for (const std::string& item : items) out += (out.empty() ? "" : separator) + item;
@@ -57,15 +85,29 @@ std::string joined(const std::vector<std::string>& items, const std::string& sep
 // changed (their times tell the build what to recompile); `from` is removed.
 std::string syncTree(const std::string& from, const std::string& to) {
   std::set<std::string> wanted;
-  for (const std::string& relative : filesIn(from)) {
+  for (const auto& [relative, isLink] : entriesIn(from)) {
     wanted.insert(relative);
-    std::string text = contentsOf(from + "/" + relative);
+    const std::string source = from + "/" + relative;
     const std::string target = to + "/" + relative;
-    if (llvm::sys::fs::exists(target) && contentsOf(target) == text) continue;
-    if (std::string problem = writeFileAtomically(target, text); !problem.empty()) return problem;
+    if (isLink) {
+      const std::string linkTarget = linkTargetOf(source);
+      if (linkTargetOf(target) == linkTarget) continue;
+      if (llvm::sys::fs::is_directory(target) && linkTargetOf(target).empty())
+        llvm::sys::fs::remove_directories(target);  // an earlier run's copy of what is now a link
+      llvm::sys::fs::remove(target);
+      llvm::sys::fs::create_directories(llvm::sys::path::parent_path(target));
+      if (std::error_code ec = llvm::sys::fs::create_link(linkTarget, target))
+        return "cannot create the link " + target + ": " + ec.message();
+      continue;
+    }
+    std::string text = contentsOf(source);
+    if (!(llvm::sys::fs::exists(target) && contentsOf(target) == text))
+      if (std::string problem = writeFileAtomically(target, text); !problem.empty()) return problem;
+    // The copy's permissions (a script stays executable).
+    if (auto mode = llvm::sys::fs::getPermissions(source)) llvm::sys::fs::setPermissions(target, *mode);
   }
   if (llvm::sys::fs::exists(to))
-    for (const std::string& relative : filesIn(to))
+    for (const auto& [relative, isLink] : entriesIn(to))
       if (!wanted.count(relative)) llvm::sys::fs::remove(to + "/" + relative);
   llvm::sys::fs::remove_directories(from);
   return "";
