@@ -197,6 +197,7 @@ namespace {
 struct Scope {
   std::string name = "fabric";
   std::optional<threading::Need> need;
+  bool member = false;  // `name` is a member of the class around: reached through `this`
 };
 
 // The innermost lambda around `node` whose body cannot name a Fabric of
@@ -238,8 +239,19 @@ Scope fabricScopeOf(const DynTypedNode& node, ASTContext& context) {
         if (const auto* method = llvm::dyn_cast<CXXMethodDecl>(function); method && !method->getParent()->isLambda())
           throughMember = match::holdsFabricOrOptimizer(*method->getParent());
     if (!throughMember) {
+      // The lambda gets the Fabric of the code around it added to its
+      // captures (`[this, &x]` -> `[this, &x, &fabric]`, a member's through
+      // `this`), as a person would write it; lambdas around it in turn.
+      SourceLocation close = lambda->getIntroducerRange().getEnd();
+      if (close.isValid() && close.isFileID()) {
+        Scope outer = fabricScopeOf(DynTypedNode::create(*lambda), context);
+        const bool empty = lambda->explicit_captures().empty() && lambda->getCaptureDefault() == LCD_None;
+        const std::string capture = outer.member ? "this" : "&" + outer.name;
+        threading::recordCapture({close, empty ? capture : ", " + capture});
+        return outer;
+      }
       scope.need = threading::Need{"<lambda at " + where + ">", "the lambda at " + where,
-                                   "captures by name and not the Fabric: capture it (`[&]` or `&fabric`)"};
+                                   "captures by name and not the Fabric, in a macro: capture it (`[&]` or `&fabric`)"};
       return scope;
     }
   }
@@ -271,11 +283,13 @@ Scope fabricScopeOf(const DynTypedNode& node, ASTContext& context) {
       for (const FieldDecl* field : method->getParent()->fields())
         if (isFabricType(field->getType())) {
           scope.name = field->getName().str();
+          scope.member = true;
           return scope;
         }
       // The member fabric-thread-fabric is adding in the same run.
       if (match::holdsFabricOrOptimizer(*method->getParent())) {
         scope.name = threadedMemberName(*method->getParent());
+        scope.member = true;
         return scope;
       }
     }

@@ -61,6 +61,13 @@ void recordNeed(Need need) {
   activeRecorder->needs.push_back(std::move(need));
 }
 
+void recordCapture(Capture capture) {
+  if (!activeRecorder) return;
+  for (const Capture& seen : activeRecorder->captures)
+    if (seen.at == capture.at) return;
+  activeRecorder->captures.push_back(std::move(capture));
+}
+
 namespace {
 
 struct FunctionInfo {

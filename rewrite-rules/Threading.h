@@ -73,6 +73,14 @@ std::string blockedReason(const clang::FunctionDecl& function);
 
 // Collects the Needs recorded on this thread while it lives (the engine
 // wraps each match's edit evaluation in one).
+// A lambda that captures by name (`[this, &x]`) and whose body an edit
+// makes name the Fabric: the capture to add, inserted at `at` (before the
+// capture list's `]`). It belongs to the match whose edit needs it.
+struct Capture {
+  clang::SourceLocation at;
+  std::string text;  // ", &fabric", "&fabric", ", this"
+};
+
 class NeedRecorder {
  public:
   NeedRecorder();
@@ -80,12 +88,15 @@ class NeedRecorder {
   NeedRecorder(const NeedRecorder&) = delete;
   NeedRecorder& operator=(const NeedRecorder&) = delete;
   std::vector<Need> needs;
+  std::vector<Capture> captures;
 
  private:
   NeedRecorder* previous_;
 };
 // Records `need` with the innermost live recorder of this thread, if any.
 void recordNeed(Need need);
+// Records `capture` likewise (once per place).
+void recordCapture(Capture capture);
 
 // One match as resolve() sees it.
 struct MatchNeeds {

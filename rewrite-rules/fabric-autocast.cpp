@@ -97,8 +97,6 @@ StatementMatcher autocastScope() {
 // to open one before.
 struct AutocastPlan {
   std::map<const Expr*, const Stmt*> opensBefore;
-  // Forwards in a lambda that cannot name the Fabric (no `[&]` default).
-  std::set<const Expr*> inLambdaWithoutFabric;
   std::string guardName = "autocast";
 };
 
@@ -121,18 +119,11 @@ class AutocastPlanner : public RecursiveASTVisitor<AutocastPlanner> {
   }
 
   // A lambda's body runs when it is called, not where it is written: the
-  // scopes open around it do not cover it.
+  // scopes open around it do not cover it. (A lambda that captures by name
+  // gets the Fabric added to its captures with the scope: Edits.h.)
   bool TraverseLambdaExpr(LambdaExpr* lambda, DataRecursionQueue* = nullptr) {
     frames_.push_back({});
-    bool seesFabric = lambda->getCaptureDefault() == LCD_ByRef;
-    for (const LambdaCapture& capture : lambda->explicit_captures())
-      seesFabric = seesFabric || (capture.capturesVariable() && capture.getCaptureKind() == LCK_ByRef &&
-                                  !ast_matchers::match(valueDecl(hasType(valueOrReference(fabricType()))),
-                                                       *capture.getCapturedVar(), context_)
-                                       .empty());
-    lambdaSeesFabric_.push_back(seesFabric);
     TraverseStmt(lambda->getBody());
-    lambdaSeesFabric_.pop_back();
     frames_.pop_back();
     return true;
   }
@@ -144,10 +135,6 @@ class AutocastPlanner : public RecursiveASTVisitor<AutocastPlanner> {
     std::vector<Block>& blocks = frames_.back();
     for (const Block& block : blocks)
       if (block.covered) return true;
-    if (!lambdaSeesFabric_.empty() && !lambdaSeesFabric_.back()) {
-      plan_.inLambdaWithoutFabric.insert(call);
-      return true;
-    }
     // A declaration cannot go between a case label and its statement (a
     // jump would bypass it): the scope opens before the switch.
     size_t at = blocks.size() - 1;
@@ -172,7 +159,6 @@ class AutocastPlanner : public RecursiveASTVisitor<AutocastPlanner> {
   ASTContext& context_;
   AutocastPlan& plan_;
   std::vector<std::vector<Block>> frames_;  // one per function or lambda body
-  std::vector<bool> lambdaSeesFabric_;
 };
 
 AutocastPlan planFor(const Expr& forward, ASTContext& context) {
@@ -192,9 +178,6 @@ AutocastPlan planFor(const Expr& forward, ASTContext& context) {
 AST_MATCHER(CallExpr, isModuleHelperCall) { return callsModuleHelper(Node, Finder->getASTContext()); }
 
 AST_MATCHER(Expr, opensAutocastScope) { return planFor(Node, Finder->getASTContext()).opensBefore.count(&Node) > 0; }
-AST_MATCHER(Expr, isForwardInLambdaWithoutFabric) {
-  return planFor(Node, Finder->getASTContext()).inLambdaWithoutFabric.count(&Node) > 0;
-}
 
 // `auto autocast = <fabric>.autocast();` before the statement the plan
 // chose: on a line of its own, indented like it, or in front of it when
@@ -223,14 +206,8 @@ Rule makeAutocastRule() {
           "the loss computed from it run under the precision chosen at run time (bf16-mixed, 16-mixed on CUDA); "
           "under 32-true the scope does nothing.",
           RuleKind::Rewrite,
-          applyFirst<std::string>({
-              makeRule(expr(forward, opensAutocastScope()).bind("forward"), openScopeBeforeStatement(),
-                       cat("run the forward and its loss under the precision chosen at run time")),
-              makeRule(expr(forward, isForwardInLambdaWithoutFabric()).bind("forward"), noopEdit(node("forward")),
-                       cat("this forward runs in full precision whatever the run chooses: its lambda does not "
-                           "capture by reference, so it cannot name the Fabric; capture it ([&] or [&fabric]) "
-                           "and open `auto autocast = fabric.autocast();` in the lambda")),
-          })};
+          makeRule(expr(forward, opensAutocastScope()).bind("forward"), openScopeBeforeStatement(),
+                   cat("run the forward and its loss under the precision chosen at run time"))};
 }
 
 }  // namespace fabricize

@@ -99,17 +99,21 @@ EditGenerator passFabric() {
     SourceRange parens = construct->getParenOrBraceRange();
     if (parens.isValid()) return insertion(parens.getBegin().getLocWithOffset(1), name);
     // Constructed with no parentheses: `Classifier clf;`, `new Classifier;`
-    // (a constructor of the class's own, which gets the parameter).
-    if (construct->getConstructor()->isImplicit()) return llvm::SmallVector<Edit, 1>();
+    // (a constructor of the class's own, which gets the parameter), or an
+    // aggregate default-initialised (`Trainer trainer;`), whose Fabric
+    // member comes first: `Trainer trainer{fabric};`.
+    const bool aggregate = construct->getConstructor()->getParent()->isAggregate();
+    if (construct->getConstructor()->isImplicit() && !aggregate) return llvm::SmallVector<Edit, 1>();
+    const std::string given = aggregate ? "{" + name + "}" : "(" + name + ")";
     const SourceManager& sm = *result.SourceManager;
     const LangOptions& lang = result.Context->getLangOpts();
     auto after = [&](SourceLocation token) { return Lexer::getLocForEndOfToken(token, 0, sm, lang); };
     for (const DynTypedNode& parent : result.Context->getParents(*construct)) {
       if (const auto* var = parent.get<VarDecl>(); var && var->getInit() == construct && var->getLocation().isFileID())
-        return insertion(after(var->getLocation()), "(" + name + ")");
+        return insertion(after(var->getLocation()), given);
       if (const auto* created = parent.get<CXXNewExpr>(); created && !created->isArray())
         if (const TypeSourceInfo* type = created->getAllocatedTypeSourceInfo())
-          return insertion(after(type->getTypeLoc().getEndLoc()), "(" + name + ")");
+          return insertion(after(type->getTypeLoc().getEndLoc()), given);
     }
     return llvm::SmallVector<Edit, 1>();
   };

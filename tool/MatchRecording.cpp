@@ -55,10 +55,12 @@ std::optional<RecordedMatch> recordMatch(const Rule& rule, size_t ruleIndex,
     match.skipped = true;
     return match;
   }
+  std::vector<threading::Capture> captures;  // lambdas that must capture the Fabric the edits name
   llvm::Expected<llvm::SmallVector<transformer::Edit, 1>> edits = [&] {
     threading::NeedRecorder recorder;  // the functions whose Fabric the edits use
     auto evaluated = transformerRule.Cases[caseIndex].Edits(result);
     match.needs.needs = std::move(recorder.needs);
+    captures = std::move(recorder.captures);
     return evaluated;
   }();
   if (!edits) {
@@ -112,6 +114,22 @@ std::optional<RecordedMatch> recordMatch(const Rule& rule, size_t ruleIndex,
     text.column = sm.getSpellingColumnNumber(begin);
     match.edits.push_back({file, std::move(text)});
   }
+  // The captures go with the edits that need them (applied with them, or
+  // not at all); matches of several edits in one lambda add one capture.
+  if (!match.edits.empty() && !match.factOnly && rule.kind == RuleKind::Rewrite)
+    for (const threading::Capture& capture : captures) {
+      if (!capture.at.isFileID() || !editable(capture.at)) continue;
+      auto [file, offset] = sm.getDecomposedLoc(capture.at);
+      TextEdit text;
+      text.offset = offset;
+      text.replacement = capture.text;
+      text.ruleIndex = scope.editKey ? scope.editKey() : ruleIndex;
+      text.ruleId = rule.id;
+      text.explanation = explanation + " (the lambda around it captures the Fabric it now names)";
+      text.line = sm.getSpellingLineNumber(capture.at);
+      text.column = sm.getSpellingColumnNumber(capture.at);
+      match.edits.push_back({file, std::move(text)});
+    }
   if (match.edits.empty() && !match.reportOnly && match.includeFiles.empty() && !match.factOnly) return std::nullopt;
   // Code in a function without a Fabric is migrated only if the function
   // gets one, even where the edit does not name it.

@@ -92,7 +92,8 @@ bool copyRestOfProject(const MigrateOptions& options, const MigrationInputs& in,
     error = "-o " + options.outputDir + ": " + error + " (the migrated files were not written)";
     return false;
   }
-  if (!options.quiet) llvm::errs() << describeProjectCopy(summary, in.outRoot) << "\n";
+  if (std::string line = describeProjectCopy(summary, in.outRoot); !options.quiet && !line.empty())
+    llvm::errs() << line << "\n";
   return true;
 }
 

@@ -346,6 +346,9 @@ bool copyProject(const ProjectCopyRequest& request, ProjectCopySummary& summary,
 }
 
 std::string describeProjectCopy(const ProjectCopySummary& summary, const std::string& outRoot) {
+  if (summary.copied + summary.cloned + summary.hardLinked + summary.links + summary.skippedSpecial == 0 &&
+      summary.linkedFolders.empty() && summary.skipped.empty())
+    return "";  // the migration wrote every file there is
   std::string text = "fabricize: " + outRoot +
                      ": the project's other files as they are: " + std::to_string(summary.copied) + " copied (" +
                      sizeText(summary.bytesCopied) + ")";

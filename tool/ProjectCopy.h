@@ -48,7 +48,8 @@ struct ProjectCopySummary {
 // on the first failure; what was copied before stays.
 bool copyProject(const ProjectCopyRequest& request, ProjectCopySummary& summary, std::string& error);
 
-// One line for the user: what was copied, shared and linked.
+// One line for the user: what was copied, shared and linked ("" when there
+// was nothing besides what the migration wrote).
 std::string describeProjectCopy(const ProjectCopySummary& summary, const std::string& outRoot);
 
 }  // namespace fabricize

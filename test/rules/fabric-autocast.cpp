@@ -139,9 +139,10 @@ int main() {
   auto closure = [&] {
     return torch::mse_loss(model->forward(x), y);
   };
-  // One that copies cannot name the Fabric: left alone, and said.
-  // ERR: fabric-autocast.cpp:[[@LINE+2]]:45: warning: this forward runs in full precision whatever the run chooses{{.*}}[fabric-autocast]
-  // CHECK: {{^}}  auto copy = [model, x]() mutable { return model->forward(x); };
+  // One that captures by name gets the Fabric added to its captures (and
+  // no finding: the forward runs under the scope like any other).
+  // ERR-NOT: [fabric-autocast]
+  // CHECK: {{^}}  auto copy = [model, x, &fabric]() mutable { auto autocast = fabric.autocast(); return model->forward(x); };
   auto copy = [model, x]() mutable { return model->forward(x); };
   closure();
   copy();

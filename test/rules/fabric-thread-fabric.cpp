@@ -45,21 +45,36 @@
 // DEFAULT: {{^}}  Stepper stepper{fabric, net, &sgd};
 
 // Lambdas: `[&]` reaches the Fabric parameter its function gets; a lambda
-// capturing by name is reported (an error: its training is not migrated)
-// and left as it was.
+// capturing by name gets `&fabric` added to its captures (and a lambda
+// around it too), `this` in a class that holds the Fabric; a capture list a
+// macro writes is reported (an error: its training is not migrated) and
+// left as it was.
 // RUN: %fabricize --stdout %S/Inputs/thread-lambda.cpp -- %flags > %t.lambda.cpp 2> %t.lambda.err; test $? -eq 1
 // RUN: FileCheck %s --check-prefix=LAMBDA --input-file=%t.lambda.cpp
 // RUN: FileCheck %s --check-prefix=LAMBDA-MSG --input-file=%t.lambda.err
 // LAMBDA: {{^}}void train_by_reference(fabric::Fabric& fabric, torch::nn::Linear& model,
+// LAMBDA: {{^}}  auto step = [&](int64_t i) {{{$}}
 // LAMBDA: {{^}}    fabric.backward(loss);{{$}}
 // LAMBDA-NEXT: {{^}}    fabric.step(optimizer);{{$}}
-// LAMBDA: {{^}}void train_by_name(torch::nn::Linear& model,
+// LAMBDA: {{^}}void loss_display(fabric::Fabric& fabric, int step, float loss) { fabric.print() << "step "
+// LAMBDA: {{^}}void train_by_name(fabric::Fabric& fabric, torch::nn::Linear& model,
+// LAMBDA: {{^}}  auto step = [&model, &optimizer, count, &fabric](const torch::Tensor& batch) {{{$}}
+// LAMBDA: {{^}}    fabric.backward(loss);{{$}}
+// LAMBDA-NEXT: {{^}}    fabric.step(optimizer);{{$}}
+// LAMBDA-NEXT: {{^}}    auto show = [count, &loss, &fabric]() { loss_display(fabric, count, loss.item<float>()); };{{$}}
+// LAMBDA: {{^}}  fabric::Fabric& fabric;{{$}}
+// LAMBDA: {{^}}    auto step = [&x, this](torch::nn::Linear& net, torch::optim::Optimizer& opt) {{{$}}
+// LAMBDA: {{^}}      fabric.backward(loss);{{$}}
+// LAMBDA-NEXT: {{^}}      fabric.step(opt);{{$}}
+// LAMBDA: {{^}}void train_in_macro(torch::nn::Linear& model,
+// LAMBDA: {{^}}  auto step = CAPTURES(const torch::Tensor& batch) {{{$}}
 // LAMBDA: {{^}}    loss.backward();{{$}}
-// LAMBDA-NEXT: {{^}}    optimizer.step();{{$}}
 // LAMBDA: {{^}}  train_by_reference(fabric, model, optimizer, x);{{$}}
-// LAMBDA-NEXT: {{^}}  train_by_name(model, optimizer, x);{{$}}
-// LAMBDA-MSG: thread-lambda.cpp:19:5: error: not migrated (backward through the Fabric{{.*}}`the lambda at thread-lambda.cpp:17` captures by name and not the Fabric: capture it (`[&]` or `&fabric`)
-// LAMBDA-MSG: thread-lambda.cpp:20:5: error: not migrated (step through the Fabric
+// LAMBDA-NEXT: {{^}}  train_by_name(fabric, model, optimizer, x);{{$}}
+// LAMBDA-NEXT: {{^}}  Trainer trainer{fabric};{{$}}
+// LAMBDA: {{^}}  train_in_macro(model, optimizer, x);{{$}}
+// LAMBDA-MSG: thread-lambda.cpp:51:5: error: not migrated (backward through the Fabric{{.*}}`the lambda at thread-lambda.cpp:49` captures by name and not the Fabric, in a macro: capture it (`[&]` or `&fabric`)
+// LAMBDA-MSG-NOT: {{^[^f].*}}error:
 
 // Functions: train() declared in a header, defined in its source and called
 // from main gets a `fabric::Fabric&` parameter at every declaration, and the
