@@ -5,6 +5,7 @@
 
 #include "clang/AST/DeclCXX.h"
 #include "clang/AST/DeclTemplate.h"
+#include "llvm/Support/Path.h"
 
 namespace fabricize::match {
 
@@ -137,6 +138,20 @@ bool isTrainedAround(const Stmt& statement, const ValueDecl& model, ASTContext& 
   for (const optimizers::Creation& creation : optimizers::creationsIn(*function, context))
     for (const optimizers::Model& trained : creation.models)
       if (trained.decl == &model) return true;
+  return false;
+}
+
+bool isInLibTorchHeader(const clang::Decl& decl, const clang::SourceManager& sm) {
+  // A declaration of the template's pattern, where its text is.
+  const clang::Decl* written = &decl;
+  if (const auto* record = llvm::dyn_cast<clang::CXXRecordDecl>(&decl))
+    if (const clang::CXXRecordDecl* pattern = record->getTemplateInstantiationPattern()) written = pattern;
+  clang::SourceLocation at = sm.getExpansionLoc(written->getLocation());
+  if (at.isInvalid() || sm.isInSystemHeader(at)) return true;
+  llvm::StringRef file = sm.getFilename(at);
+  if (file.empty()) return true;  // no file (a builtin): never the project's
+  for (auto part = llvm::sys::path::begin(file), end = llvm::sys::path::end(file); part != end; ++part)
+    if (*part == "torch" || *part == "ATen" || *part == "c10") return true;
   return false;
 }
 

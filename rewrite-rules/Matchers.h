@@ -116,15 +116,20 @@ AST_MATCHER(clang::FunctionDecl, mainFileDeclaresNoFabric) {
   return true;
 }
 
-// Declared in torch::, at:: or c10::. (Through the declaration contexts: the
-// parent map covers only the source's own declarations.)
+// Declared in torch::, at:: or c10:: by LibTorch. (Through the declaration
+// contexts: the parent map covers only the source's own declarations.) A
+// project's own code in such a namespace (a `torch::Trainer<Task>` of its
+// own) is not LibTorch's: LibTorch's headers lie in a system folder or under
+// folders named torch/, ATen/ or c10/ (its include layout).
+bool isInLibTorchHeader(const clang::Decl& decl, const clang::SourceManager& sm);
 AST_MATCHER(clang::Decl, isLibTorchDeclaration) {
   const clang::NamespaceDecl* outermost = nullptr;
   for (const clang::DeclContext* c = Node.getDeclContext(); c; c = c->getParent())
     if (const auto* ns = llvm::dyn_cast<clang::NamespaceDecl>(c)) outermost = ns;
   if (!outermost) return false;
   llvm::StringRef name = outermost->getName();
-  return name == "torch" || name == "at" || name == "c10";
+  if (name != "torch" && name != "at" && name != "c10") return false;
+  return isInLibTorchHeader(Node, Finder->getASTContext().getSourceManager());
 }
 // An expression or declaration that names something of LibTorch.
 inline StatementMatcher libTorchUse() {

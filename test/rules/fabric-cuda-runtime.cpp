@@ -1,14 +1,11 @@
 // RUN: %migrate %s -- %flags > %t.cpp 2> %t.err; test $? -eq 1
 // RUN: FileCheck %s --input-file=%t.err --check-prefix=MSG --implicit-check-not='[fabric-cuda-runtime]'
 // RUN: FileCheck %s --input-file=%t.cpp
+#include <c10/cuda/CUDAStream.h>
 #include <torch/torch.h>
 
 extern "C" int cudaSetDevice(int device);
 extern "C" int cudaStreamCreate(void** stream);
-namespace c10::cuda {
-class CUDAStream {};
-CUDAStream getStreamFromPool(bool high_priority = false, int8_t device = -1);
-}  // namespace c10::cuda
 
 // Reported, never edited.
 // CHECK: {{^  }}cudaSetDevice(1);

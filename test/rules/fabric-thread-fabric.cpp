@@ -76,6 +76,17 @@
 // LAMBDA-MSG: thread-lambda.cpp:51:5: error: not migrated (backward through the Fabric{{.*}}`the lambda at thread-lambda.cpp:49` captures by name and not the Fabric, in a macro: capture it (`[&]` or `&fabric`)
 // LAMBDA-MSG-NOT: {{^[^f].*}}error:
 
+// A trainer class template of the project's own inside `namespace torch`.
+// RUN: %fabricize --stdout %S/Inputs/thread-namespace-torch.cpp -- %flags > %t.torchns.cpp 2> %t.torchns.err
+// RUN: FileCheck %s --check-prefix=TORCHNS --input-file=%t.torchns.cpp
+// TORCHNS: {{^}}  Trainer(fabric::Fabric& fabric, TaskFactory factory, double lr)
+// TORCHNS-NEXT: {{^}}      : fabric_(fabric), factory_(factory),
+// TORCHNS-NEXT: {{^}}    fabric_.setup(model_, optimizer_);
+// TORCHNS: {{^}}      fabric_.backward(loss);
+// TORCHNS-NEXT: {{^}}      fabric_.step(optimizer_);
+// TORCHNS: {{^}}  fabric::Fabric& fabric_;
+// TORCHNS: {{^}}  torch::Trainer<Task> trainer(fabric, Task{}, 0.1);
+
 // Functions: train() declared in a header, defined in its source and called
 // from main gets a `fabric::Fabric&` parameter at every declaration, and the
 // Fabric at every call; so does the helper it calls, and a factory that makes
