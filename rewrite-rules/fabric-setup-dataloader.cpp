@@ -17,9 +17,13 @@ using namespace match;
 
 namespace {
 
+bool builtByUnmigratedCall(clang::SourceRange spelled, clang::ASTContext& context);
+
 // torch::data::StatelessDataLoader<Dataset, Sampler> with a sampler type
 // fabric.setup_dataloader takes over (RandomSampler, SequentialSampler): the
-// type of what a migrated make_data_loader<Sampler>(...) call returns.
+// type of what a migrated make_data_loader<Sampler>(...) call returns;
+// unless it is where a call this rule leaves as it is (a sampler object of
+// part of the data set) stores its loader: the type and the call agree.
 AST_MATCHER(clang::TemplateSpecializationTypeLoc, spellsMigratedLoaderType) {
   const clang::TemplateSpecializationType* type = Node.getTypePtr();
   const clang::TemplateDecl* decl = type->getTemplateName().getAsTemplateDecl();
@@ -29,7 +33,9 @@ AST_MATCHER(clang::TemplateSpecializationTypeLoc, spellsMigratedLoaderType) {
   const clang::CXXRecordDecl* sampler = arguments[1].getAsType()->getAsCXXRecordDecl();
   if (!sampler) return false;
   std::string name = sampler->getQualifiedNameAsString();
-  return name == "torch::data::samplers::RandomSampler" || name == "torch::data::samplers::SequentialSampler";
+  if (name != "torch::data::samplers::RandomSampler" && name != "torch::data::samplers::SequentialSampler")
+    return false;
+  return !builtByUnmigratedCall(Node.getSourceRange(), Finder->getASTContext());
 }
 
 // The spelled type `<qualifier>StatelessDataLoader<Set, Sampler>` as two
@@ -58,6 +64,114 @@ RangeSelector loaderSamplerArgument(std::string id) {
   };
 }
 
+// Whether the sampler argument is built over a size the program asked a
+// data set for (`RandomSampler(*dataset.size())`, or a variable made so,
+// passed by name or moved): it then samples the whole data set. A sampler
+// of a size written as a number may cover part of it.
+bool samplesWholeDataSet(const clang::Expr& sampler, clang::ASTContext& context) {
+  using namespace clang::ast_matchers;
+  // Each as itself or below (hasArgument looks through implicit casts, so
+  // the argument may be the very node wanted).
+  auto itselfOrBelow = [](auto matcher) { return expr(anyOf(matcher, hasDescendant(matcher))); };
+  auto asksSize = itselfOrBelow(cxxMemberCallExpr(callee(cxxMethodDecl(hasName("size")))));
+  auto sizeValue = expr(anyOf(asksSize, itselfOrBelow(declRefExpr(to(varDecl(hasInitializer(asksSize)))))));
+  auto built = cxxConstructExpr(hasArgument(0, sizeValue));
+  auto samplerObject =
+      expr(anyOf(itselfOrBelow(built), itselfOrBelow(declRefExpr(to(varDecl(hasInitializer(itselfOrBelow(built))))))));
+  return !clang::ast_matchers::match(samplerObject, sampler, context).empty();
+}
+
+// make_data_loader<Dataset, Sampler>(dataset, sampler, options) with a
+// RandomSampler or SequentialSampler object over the whole data set: that is
+// what fabric.setup_dataloader<Sampler> builds itself (its distributed
+// version on several ranks), so the object is not needed.
+std::string standardSamplerOf(const clang::CallExpr& call, clang::ASTContext& context) {
+  const auto* function = call.getDirectCallee();
+  const clang::TemplateArgumentList* arguments = function ? function->getTemplateSpecializationArgs() : nullptr;
+  if (!arguments || arguments->size() != 2 || call.getNumArgs() != 3) return "";
+  const clang::TemplateArgument& sampler = arguments->get(1);
+  if (sampler.getKind() != clang::TemplateArgument::Type) return "";
+  const clang::CXXRecordDecl* record = sampler.getAsType()->getAsCXXRecordDecl();
+  if (!record) return "";
+  std::string name = record->getQualifiedNameAsString();
+  if (name != "torch::data::samplers::RandomSampler" && name != "torch::data::samplers::SequentialSampler") return "";
+  return samplesWholeDataSet(*call.getArg(1), context) ? name : "";
+}
+
+// Where the type of what `call` is stored is spelled: the declaration the
+// call initialises or is assigned to (`loader_ = make_data_loader(...)`),
+// and the aliases its type goes through (`std::unique_ptr<Loader>`, `using
+// Loader = StatelessDataLoader<...>`).
+void addSpellings(clang::QualType type, std::vector<clang::SourceRange>& ranges, int depth = 0) {
+  if (type.isNull() || depth > 8) return;
+  if (const auto* alias = type->getAs<clang::TypedefType>()) {
+    ranges.push_back(alias->getDecl()->getSourceRange());
+    addSpellings(alias->getDecl()->getUnderlyingType(), ranges, depth + 1);
+  }
+  if (const auto* specialization = type->getAs<clang::TemplateSpecializationType>())
+    for (const clang::TemplateArgument& argument : specialization->template_arguments())
+      if (argument.getKind() == clang::TemplateArgument::Type) addSpellings(argument.getAsType(), ranges, depth + 1);
+}
+
+std::vector<clang::SourceRange> destinationSpellings(const clang::CallExpr& call, clang::ASTContext& context) {
+  std::vector<clang::SourceRange> ranges;
+  const clang::DeclaratorDecl* destination = nullptr;
+  clang::DynTypedNode current = clang::DynTypedNode::create(call);
+  for (int depth = 0; depth < 6 && !destination; ++depth) {
+    auto parents = context.getParents(current);
+    if (parents.empty()) break;
+    current = parents[0];
+    if (const auto* var = current.get<clang::VarDecl>()) destination = var;
+    if (const auto* assignment = current.get<clang::CXXOperatorCallExpr>();
+        assignment && assignment->getOperator() == clang::OO_Equal && assignment->getNumArgs() == 2) {
+      const clang::Expr* target = assignment->getArg(0)->IgnoreParenImpCasts();
+      if (const auto* member = llvm::dyn_cast<clang::MemberExpr>(target))
+        destination = llvm::dyn_cast<clang::DeclaratorDecl>(member->getMemberDecl());
+      else if (const auto* reference = llvm::dyn_cast<clang::DeclRefExpr>(target))
+        destination = llvm::dyn_cast<clang::DeclaratorDecl>(reference->getDecl());
+      if (!destination) break;
+    }
+  }
+  if (!destination) return ranges;
+  if (const clang::TypeSourceInfo* spelled = destination->getTypeSourceInfo())
+    ranges.push_back(spelled->getTypeLoc().getSourceRange());
+  addSpellings(destination->getType(), ranges);
+  return ranges;
+}
+
+// Whether the loader type spelled at `spelled` holds what a make_data_loader
+// call the rule leaves (a sampler object it does not take over) returns.
+bool builtByUnmigratedCall(clang::SourceRange spelled, clang::ASTContext& context) {
+  using namespace clang::ast_matchers;
+  auto calls = clang::ast_matchers::match(callExpr(callee(functionDecl(hasName("::torch::data::make_data_loader"))),
+                                                   unless(argumentCountIs(2)), unless(isExpansionInSystemHeader()))
+                                              .bind("call"),
+                                          context);
+  const clang::SourceManager& sm = context.getSourceManager();
+  const auto within = [&](clang::SourceRange inner, clang::SourceRange outer) {
+    clang::SourceLocation begin = sm.getExpansionLoc(inner.getBegin()), end = sm.getExpansionLoc(inner.getEnd());
+    clang::SourceLocation from = sm.getExpansionLoc(outer.getBegin()), to = sm.getExpansionLoc(outer.getEnd());
+    return !sm.isBeforeInTranslationUnit(begin, from) && !sm.isBeforeInTranslationUnit(to, end);
+  };
+  for (const auto& nodes : calls) {
+    const auto* call = nodes.getNodeAs<clang::CallExpr>("call");
+    if (!standardSamplerOf(*call, context).empty()) continue;  // migrated
+    for (clang::SourceRange range : destinationSpellings(*call, context))
+      if (range.isValid() && within(spelled, range)) return true;
+  }
+  return false;
+}
+
+AST_MATCHER(clang::CallExpr, takesStandardSamplerObject) {
+  return !standardSamplerOf(Node, Finder->getASTContext()).empty();
+}
+
+Stencil samplerOfCall() {
+  return run([](const clang::ast_matchers::MatchFinder::MatchResult& result) -> llvm::Expected<std::string> {
+    return standardSamplerOf(*result.Nodes.getNodeAs<clang::CallExpr>("call"), *result.Context);
+  });
+}
+
 }  // namespace
 
 Rule makeSetupDataLoaderRule() {
@@ -67,7 +181,10 @@ Rule makeSetupDataLoaderRule() {
   return {"fabric-setup-dataloader", "3",
           "Replace torch::data::make_data_loader<Sampler>(dataset, options) with "
           "fabric.setup_dataloader<Sampler>(dataset, options): a distributed sampler on several "
-          "ranks (reshuffled every epoch) and batches that arrive on the device.",
+          "ranks (reshuffled every epoch) and batches that arrive on the device. A RandomSampler or "
+          "SequentialSampler object built over the data set's size is that sampler (its object is no "
+          "longer passed); a sampler object of another size or kind is reported, and where its loader "
+          "is stored keeps its type.",
           RuleKind::Rewrite,
           applyFirst<std::string>({
               makeRule(elaboratedTypeLoc(hasNamedTypeLoc(templateSpecializationTypeLoc(spellsMigratedLoaderType())))
@@ -79,7 +196,13 @@ Rule makeSetupDataLoaderRule() {
               makeRule(callExpr(makeDataLoader, argumentCountIs(2)),
                        changeTo(enclose(node("callee"), name("callee")), edits::fabricMember("setup_dataloader")),
                        cat("let the Fabric shard the data set and move batches to the device")),
-              // A sampler object the user built: its sharding is theirs to decide.
+              makeRule(callExpr(makeDataLoader, takesStandardSamplerObject(), hasArgument(0, expr().bind("dataset")),
+                                hasArgument(2, expr().bind("options"))),
+                       changeTo(node("call"), cat(edits::fabricMember("setup_dataloader"), "<", samplerOfCall(), ">(",
+                                                  node("dataset"), ", ", node("options"), ")")),
+                       cat("let the Fabric shard the data set and move batches to the device (it builds the "
+                           "sampler the call was given, distributed on several ranks)")),
+              // A sampler object of another kind: its sharding is the user's to decide.
               makeRule(makeDataLoader, noopEdit(node("call")),
                        cat("data loader with an explicit sampler object: not migrated; give each "
                            "rank its own shard (e.g. torch::data::samplers::DistributedRandomSampler "

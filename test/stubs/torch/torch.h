@@ -295,6 +295,7 @@ template <class Output, class Input = std::vector<Output>> struct Collation {
 namespace datasets {
 template <class Source, class Transform> struct MapDataset {
   using BatchType = typename Transform::OutputBatchType;
+  c10::optional<size_t> size() const;
 };
 template <class Self, class SingleExample = Example<>> class Dataset {
  public:
