@@ -99,8 +99,8 @@ void drain(RelayedStream& stream, const Prefix& prefix, bool flush) {
     start = end;
   }
   const std::size_t rest = stream.used - start;
-  // A partial line shorter than the runtime's marker may still turn out to
-  // be one of its lines: it waits for more unless this is the end.
+  // A partial line waits for its rest (the poll's timeout flushes it after
+  // kPartialLineMilliseconds), unless this is the end or the buffer is full.
   if (rest > 0 && (flush || stream.used == kBufferSize)) {
     emit(stream, prefix, stream.buffer + start, rest, false);
     start = stream.used;
