@@ -66,8 +66,8 @@ std::optional<LibTorchLinks> libTorchLinks(const MigrateOptions& options, const 
   return links;
 }
 
-// Every file of the run goes to a temporary file first (a read-only folder
-// or a full disk fails there), then all are renamed into place.
+// -o's copy of what the migration does not write itself (ProjectCopy.h),
+// before the migrated files are renamed into place.
 bool copyRestOfProject(const MigrateOptions& options, const MigrationInputs& in,
                        const std::vector<std::pair<std::string, std::string>>& pending, std::string& error) {
   // A root that is a home folder or the file system's (loose files migrated
@@ -97,6 +97,8 @@ bool copyRestOfProject(const MigrateOptions& options, const MigrationInputs& in,
   return true;
 }
 
+// Every file of the run goes to a temporary file first (a read-only folder
+// or a full disk fails there), then all are renamed into place.
 bool writeFiles(const MigrateOptions& options, const MigrationInputs& in, const EngineResult& result,
                 const MigrationOutcome& outcome, std::string& error) {
   const auto& rendered = outcome.rendered;

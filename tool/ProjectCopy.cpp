@@ -94,13 +94,11 @@ bool isInSourceBuildOutput(const std::string& name, const std::string& path) {
     if (name.size() > length && name.compare(name.size() - length, length, extension) == 0) return true;
   }
   // A program the build linked.
+  static const char kElfMagic[4] = {'\x7f', 'E', 'L', 'F'};
   char magic[4] = {};
   const int file = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (file < 0) return false;
-  const bool elf = ::read(file, magic, sizeof magic) == 4 && std::memcmp(magic,
-                                                                         "\x7f"
-                                                                         "ELF",
-                                                                         4) == 0;
+  const bool elf = ::read(file, magic, sizeof magic) == 4 && std::memcmp(magic, kElfMagic, 4) == 0;
   ::close(file);
   return elf;
 }

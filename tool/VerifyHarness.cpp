@@ -109,6 +109,10 @@ std::string syncTree(const std::string& from, const std::string& to) {
   if (llvm::sys::fs::exists(to))
     for (const auto& [relative, isLink] : entriesIn(to))
       if (!wanted.count(relative)) llvm::sys::fs::remove(to + "/" + relative);
+  // The links first, as links: nothing below removes what one points to (a
+  // data folder -o linked is the user's original).
+  for (const auto& [relative, isLink] : entriesIn(from))
+    if (isLink) ::unlink((from + "/" + relative).c_str());
   llvm::sys::fs::remove_directories(from);
   return "";
 }
