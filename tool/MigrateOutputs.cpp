@@ -67,7 +67,7 @@ std::optional<LibTorchLinks> libTorchLinks(const MigrateOptions& options, const 
 }
 
 // -o's copy of what the migration does not write itself (ProjectCopy.h),
-// before the migrated files are renamed into place.
+// once the migrated files are in place.
 bool copyRestOfProject(const MigrateOptions& options, const MigrationInputs& in,
                        const std::vector<std::pair<std::string, std::string>>& pending, std::string& error) {
   // A root that is a home folder or the file system's (loose files migrated
@@ -89,7 +89,8 @@ bool copyRestOfProject(const MigrateOptions& options, const MigrationInputs& in,
     request.buildFolders.push_back(absolutePath(in.build.buildDir));
   ProjectCopySummary summary;
   if (!copyProject(request, summary, error)) {
-    error = "-o " + options.outputDir + ": " + error + " (the migrated files were not written)";
+    error = "-o " + options.outputDir + ": " + error +
+            " (the migrated files were written; the rest of the project was not copied completely)";
     return false;
   }
   if (std::string line = describeProjectCopy(summary, in.outRoot); !options.quiet && !line.empty())
@@ -136,17 +137,19 @@ bool writeFiles(const MigrateOptions& options, const MigrationInputs& in, const 
       pending.emplace_back(in.outRoot + "/" + relativeTo(path, in.root), text);
     }
   }
-  // -o is a copy of the whole project: the files beside the sources (a
-  // class list, configurations, scripts, data) too, so that the migrated
-  // program runs from out/ as the original ran from its folder.
-  if (!options.inPlace && !copyRestOfProject(options, in, pending, error)) return false;
   if (options.emitCMake) {
     std::vector<std::string> relativeSources;
     for (const std::string& f : in.files) relativeSources.push_back(relativeTo(f, in.root));
     pending.emplace_back(in.outRoot + "/CMakeLists.txt", cmakeFor(relativeSources));
   }
   error = writeFilesAtomically(pending);
-  return error.empty();
+  if (!error.empty()) return false;
+  // -o is a copy of the whole project: the files beside the sources (a
+  // class list, configurations, scripts, data) too, so that the migrated
+  // program runs from out/ as the original ran from its folder. After the
+  // migrated files: a folder -o cannot write to fails there first, with
+  // nothing written.
+  return options.inPlace || copyRestOfProject(options, in, pending, error);
 }
 
 }  // namespace
