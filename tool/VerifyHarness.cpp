@@ -85,14 +85,15 @@ std::string joined(const std::vector<std::string>& items, const std::string& sep
 // changed (their times tell the build what to recompile); `from` is removed.
 std::string syncTree(const std::string& from, const std::string& to) {
   std::set<std::string> wanted;
-  for (const auto& [relative, isLink] : entriesIn(from)) {
+  const std::vector<std::pair<std::string, bool>> entries = entriesIn(from);
+  for (const auto& [relative, isLink] : entries) {
     wanted.insert(relative);
     const std::string source = from + "/" + relative;
     const std::string target = to + "/" + relative;
     if (isLink) {
-      const std::string linkTarget = linkTargetOf(source);
-      if (linkTargetOf(target) == linkTarget) continue;
-      if (llvm::sys::fs::is_directory(target) && linkTargetOf(target).empty())
+      const std::string linkTarget = linkTargetOf(source), existing = linkTargetOf(target);
+      if (existing == linkTarget) continue;
+      if (existing.empty() && llvm::sys::fs::is_directory(target))
         llvm::sys::fs::remove_directories(target);  // an earlier run's copy of what is now a link
       llvm::sys::fs::remove(target);
       llvm::sys::fs::create_directories(llvm::sys::path::parent_path(target));
@@ -111,7 +112,7 @@ std::string syncTree(const std::string& from, const std::string& to) {
       if (!wanted.count(relative)) llvm::sys::fs::remove(to + "/" + relative);
   // The links first, as links: nothing below removes what one points to (a
   // data folder -o linked is the user's original).
-  for (const auto& [relative, isLink] : entriesIn(from))
+  for (const auto& [relative, isLink] : entries)
     if (isLink) ::unlink((from + "/" + relative).c_str());
   llvm::sys::fs::remove_directories(from);
   return "";
