@@ -157,6 +157,13 @@ BUILD_FLAGS = ["-DCMAKE_BUILD_TYPE=Release", "-DCMAKE_CXX_FLAGS_RELEASE=-O1 -DND
 E2E_CXX = os.environ.get("FABRIC_E2E_CXX") or shutil.which("clang++-19")
 if E2E_CXX:
     BUILD_FLAGS.append(f"-DCMAKE_CXX_COMPILER={E2E_CXX}")
+    # Every build of the test tree takes its precompiled LibTorch from one
+    # compile per kind (test/support/shared_pch.py; ctest sets the folder):
+    # the originals, the migrations and verify's builds compile the same
+    # header with the same flags ~40 times otherwise.
+    if os.environ.get("FABRIC_SHARED_PCH_DIR"):
+        BUILD_FLAGS.append("-DCMAKE_CXX_COMPILER_LAUNCHER=" + os.path.join(
+            os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "support", "shared-pch-launcher"))
 
 
 def configure_and_build(source, build, work, fabric_dir, jobs):
