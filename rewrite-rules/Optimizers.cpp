@@ -4,6 +4,7 @@
 
 #include "clang/AST/ExprCXX.h"
 #include "clang/AST/StmtCXX.h"
+#include "clang/Tooling/Transformer/SourceCode.h"
 
 #include <map>
 #include <set>
@@ -211,15 +212,22 @@ std::vector<Creation> creationsIn(const FunctionDecl& function, ASTContext& cont
     creations.push_back(std::move(creation));
   };
   if (const auto* constructor = dyn_cast<CXXConstructorDecl>(&function))
-    for (const CXXCtorInitializer* init : constructor->inits())
-      if (init->isMemberInitializer() && init->isWritten() && match::isOptimizerHandle(init->getMember()->getType())) {
-        Creation creation;
-        creation.handle = init->getMember();
-        creation.initializer = init;
+    for (const CXXCtorInitializer* init : constructor->inits()) {
+      if (!init->isMemberInitializer() || !match::isOptimizerHandle(init->getMember()->getType())) continue;
+      Creation creation;
+      creation.handle = init->getMember();
+      creation.initializer = init;
+      if (init->isWritten()) {
         creation.models = modelsOf(init->getInit(), uses);
         creation.at = sm.getExpansionLoc(init->getSourceLocation());
-        add(std::move(creation));
+      } else if (const Expr* value = defaultMemberInitializer(*init->getMember())) {
+        // `Adam optimizer_{model_->parameters()}` in the class: this
+        // constructor makes it too.
+        creation.models = modelsOf(value, LocalUses());
+        creation.at = sm.getExpansionLoc(value->getBeginLoc());
       }
+      add(std::move(creation));
+    }
   forEachStatement(body, [&](const Stmt& s) {
     if (const auto* declaration = dyn_cast<DeclStmt>(&s)) {
       for (const Decl* d : declaration->decls()) {
@@ -246,6 +254,48 @@ std::vector<Creation> creationsIn(const FunctionDecl& function, ASTContext& cont
     add(std::move(creation));
   });
   return creations;
+}
+
+const Expr* defaultMemberInitializer(const FieldDecl& field) {
+  return field.hasInClassInitializer() ? field.getInClassInitializer() : nullptr;
+}
+
+std::vector<Creation> memberInitializerCreations(const CXXRecordDecl& record, ASTContext& context) {
+  std::vector<Creation> creations;
+  for (const FieldDecl* field : record.fields()) {
+    const Expr* value = defaultMemberInitializer(*field);
+    if (!value || !match::isOptimizerHandle(field->getType())) continue;
+    Creation creation;
+    creation.handle = field;
+    creation.pointerLike = holdsByPointer(field->getType());
+    creation.models = modelsOf(value, LocalUses());
+    creation.at = context.getSourceManager().getExpansionLoc(value->getBeginLoc());
+    if (!creation.models.empty()) creations.push_back(std::move(creation));
+  }
+  return creations;
+}
+
+std::string setupCalls(const SetupGroup& group, size_t creations, const std::string& fabric, const std::string& indent,
+                       ASTContext& context) {
+  auto optimizerText = [](const Creation& creation) {
+    return (creation.pointerLike ? "*" : "") + creation.handle->getName().str();
+  };
+  std::string text;
+  for (size_t i = 0; i < group.models.size(); ++i) {
+    const Expr& model = *group.models[i].reference;
+    std::string call = fabric + ".setup(" + (match::isUniquePointerToModule(model.getType()) ? "*" : "") +
+                       tooling::getText(model, context).str();
+    if (i + 1 == group.models.size()) {
+      std::vector<const ValueDecl*> named;
+      for (size_t c = 0; c < creations; ++c)
+        if (std::find(named.begin(), named.end(), group.creations[c]->handle) == named.end()) {
+          named.push_back(group.creations[c]->handle);
+          call += ", " + optimizerText(*group.creations[c]);
+        }
+    }
+    text += (i ? "\n" + indent : "") + call + ");";
+  }
+  return text;
 }
 
 OptimizerAssignment optimizerAssignment(const Stmt& s) {

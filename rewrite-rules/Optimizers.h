@@ -49,6 +49,13 @@ Model rootModule(const clang::Expr& object);
 // Every optimizer creation in `function`, in source order.
 std::vector<Creation> creationsIn(const clang::FunctionDecl& function, clang::ASTContext& context);
 
+// The default member initialiser of `field` (`Adam optimizer_{model_->parameters()}`), or null.
+const clang::Expr* defaultMemberInitializer(const clang::FieldDecl& field);
+
+// The optimizers a class makes by its default member initialisers, over the
+// models they name (what its implicit default constructor makes).
+std::vector<Creation> memberInitializerCreations(const clang::CXXRecordDecl& record, clang::ASTContext& context);
+
 // What a statement gives an optimizer handle, whether or not models are
 // found in it: `Adam opt(...)` (its first such variable), `opt = ...`,
 // `opt.reset(...)`. Null handle when it gives none.
@@ -74,6 +81,12 @@ struct SetupGroup {
   std::vector<Model> models;
 };
 std::vector<SetupGroup> setupGroups(const std::vector<Creation>& creations);
+
+// `fabric.setup(model, optimizer...);` for `group`, naming its first
+// `creations` optimizers (`*opt` for one held by pointer); one call per
+// model, the later ones on lines of their own indented by `indent`.
+std::string setupCalls(const SetupGroup& group, size_t creations, const std::string& fabric, const std::string& indent,
+                       clang::ASTContext& context);
 
 // Whether the two declarations name the same model.
 inline bool sameModel(const Model& a, const Model& b) { return a.decl == b.decl; }

@@ -140,29 +140,6 @@ std::string optimizerText(const optimizers::Creation& creation) {
   return (creation.pointerLike ? "*" : "") + creation.handle->getName().str();
 }
 
-// The setup statements for `group`, naming its first `creations` optimizers,
-// one per line.
-std::string setupStatements(const optimizers::SetupGroup& group, size_t creations, const MatchResult& result,
-                            const std::string& indent) {
-  std::string fabric = edits::fabricNameAt(result);
-  std::string text;
-  for (size_t i = 0; i < group.models.size(); ++i) {
-    const Expr& model = *group.models[i].reference;
-    std::string call = fabric + ".setup(" + (match::isUniquePointerToModule(model.getType()) ? "*" : "") +
-                       tooling::getText(model, *result.Context).str();
-    if (i + 1 == group.models.size()) {
-      std::vector<const ValueDecl*> named;
-      for (size_t c = 0; c < creations; ++c)
-        if (!contains(named, group.creations[c]->handle)) {
-          named.push_back(group.creations[c]->handle);
-          call += ", " + optimizerText(*group.creations[c]);
-        }
-    }
-    text += (i ? "\n" + indent : "") + call + ");";
-  }
-  return text;
-}
-
 llvm::SmallVector<Edit, 1> insertion(SourceLocation at, std::string text) {
   Edit edit;
   edit.Range = CharSourceRange::getCharRange(at, at);
@@ -179,7 +156,8 @@ EditGenerator setupAfterLastCreation() {
     auto statements = [&](const std::string& indent) {
       std::string text;
       for (const auto& [group, creations] : context.toSetUp)
-        text += "\n" + indent + setupStatements(*group, creations, result, indent);
+        text += "\n" + indent +
+                optimizers::setupCalls(*group, creations, edits::fabricNameAt(result), indent, *result.Context);
       for (const optimizers::Creation* later : context.laterOptimizers)
         text += "\n" + indent + edits::fabricNameAt(result) + ".setup_optimizer(" + optimizerText(*later) + ");";
       return text;
@@ -310,23 +288,45 @@ AST_MATCHER(Stmt, createsOptimizer) {
   return optimizers::creationOf(optimizers::creationsIn(*function, Finder->getASTContext()), &Node) != nullptr;
 }
 
+// A constructor's implicit initialiser of a member that has a default
+// member initialiser (`Adam optimizer_{model_->parameters()}` in the class).
+AST_MATCHER(CXXCtorInitializer, fromDefaultMemberInitializer) {
+  return !Node.isWritten() && Node.getInit() && isa<CXXDefaultInitExpr>(Node.getInit()->IgnoreImplicit());
+}
+
+// An aggregate (no constructor, all public) whose default member
+// initialisers make an optimizer over its model: there is no constructor to
+// set them up in, and a brace list may give any member.
+AST_MATCHER(CXXRecordDecl, isAggregateMakingOptimizer) {
+  return Node.hasDefinition() && Node.isAggregate() &&
+         !optimizers::memberInitializerCreations(Node, Finder->getASTContext()).empty();
+}
+
 }  // namespace
 
 Rule makeSetupRule() {
   auto creation = stmt(optimizerCreationCandidate(), inFabricScope(), createsOptimizer()).bind("creation");
-  auto memberCreation = cxxConstructorDecl(isDefinition(), hasAnyConstructorInitializer(cxxCtorInitializer(
-                                                               isWritten(), forField(hasType(optimizerHandleType())))))
-                            .bind("ctor");
+  // A constructor that makes an optimizer member: in its initialisers, or
+  // through the member's default initialiser (`Adam optimizer_{...}`).
+  auto memberCreation =
+      cxxConstructorDecl(
+          isDefinition(), unless(isImplicit()),
+          hasAnyConstructorInitializer(cxxCtorInitializer(anyOf(isWritten(), fromDefaultMemberInitializer()),
+                                                          forField(hasType(optimizerHandleType())))))
+          .bind("ctor");
   auto explain = cat("set up the model and its optimizers with the Fabric");
   return {
       "fabric-setup", "3",
       "Insert fabric.setup(model, optimizers...) after the last optimizer over the model is "
-      "created (by value, through a smart pointer, as a member, over parameter groups): it "
+      "created (by value, through a smart pointer, as a member, over parameter groups; a "
+      "member's default initialiser counts as its constructor's, and a class with no "
+      "constructor is set up in the one fabric-thread-fabric gives it): it "
       "moves the model to the device, broadcasts rank 0's weights and wraps it for the "
       "strategy. An optimizer whose model cannot be found (made by a factory, over the parameters a "
       "class gathers from modules it holds by pointer) gets fabric.setup_optimizer(optimizer), "
       "which synchronises its parameters themselves. An optimizer over a set-up model that the "
-      "setup does not name is reported.",
+      "setup does not name is reported, and so is an aggregate whose default member "
+      "initialisers make an optimizer (no constructor to set it up in).",
       RuleKind::Rewrite,
       applyFirst<std::string>({
           makeRule(stmt(creation, isForgottenOptimizer()), noopEdit(node("creation")),
@@ -347,6 +347,13 @@ Rule makeSetupRule() {
                        "parameters() reach it here), so it sets up none: add "
                        "fabric.setup_optimizer(optimizer) after it, or each rank trains its own copy")),
           makeRule(memberCreation, setupAfterLastCreation(), explain),
+          makeRule(cxxRecordDecl(isDefinition(), unless(isExpansionInSystemHeader()), unless(isLibTorchDeclaration()),
+                                 isAggregateMakingOptimizer())
+                       .bind("aggregate"),
+                   noopEdit(node("aggregate")),
+                   cat("this aggregate's default member initialisers make an optimizer over its model, and it has "
+                       "no constructor to set them up in: call fabric.setup(<object>.model, <object>.optimizer) "
+                       "where it is made (or give it a constructor), or each rank trains its own copy")),
       })};
 }
 

@@ -11,6 +11,7 @@
 //    a threading::Fact and are applied only when the function gets the Fabric.
 #include "Edits.h"
 #include "Matchers.h"
+#include "Optimizers.h"
 #include "RuleFactories.h"
 #include "Threading.h"
 
@@ -61,6 +62,61 @@ EditGenerator addMember() {
   };
 }
 
+AST_MATCHER(CXXRecordDecl, isAggregateClass) { return Node.hasDefinition() && Node.isAggregate(); }
+
+// A class with no constructor of its own (its default member initialisers
+// make the model and the optimizer) gets one that takes the Fabric and sets
+// up what those initialisers made: first in its public section (at the top
+// of a struct's body; a `public:` of its own at the end of a class that has
+// none).
+EditGenerator addConstructor() {
+  return [](const MatchResult& result) -> llvm::Expected<llvm::SmallVector<Edit, 1>> {
+    const auto* record = result.Nodes.getNodeAs<CXXRecordDecl>("class");
+    const SourceManager& sm = *result.SourceManager;
+    auto field = record->field_begin();
+    if (field == record->field_end()) return llvm::SmallVector<Edit, 1>();
+    const std::string indent = lineOf(field->getBeginLoc(), sm).second;
+    const std::string member = edits::threadedMemberName(*record);
+    std::string setups;
+    std::vector<optimizers::Creation> creations = optimizers::memberInitializerCreations(*record, *result.Context);
+    for (const optimizers::SetupGroup& group : optimizers::setupGroups(creations))
+      setups += indent + "  " +
+                optimizers::setupCalls(group, group.creations.size(), member, indent + "  ", *result.Context) + "\n";
+    std::string ctor = indent + "explicit " + record->getNameAsString() + "(fabric::Fabric& fabric) : " + member +
+                       "(fabric) {" + (setups.empty() ? "}\n" : "\n" + setups + indent + "}\n");
+    const AccessSpecDecl* publicSection = nullptr;
+    for (const Decl* decl : record->decls())
+      if (const auto* access = dyn_cast<AccessSpecDecl>(decl); access && access->getAccess() == AS_public) {
+        publicSection = access;
+        break;
+      }
+    if (publicSection) {  // the line after `public:`
+      SourceLocation colon = sm.getExpansionLoc(publicSection->getColonLoc());
+      auto [file, offset] = sm.getDecomposedLoc(colon);
+      llvm::StringRef text = sm.getBufferData(file);
+      size_t next = text.find('\n', offset);
+      if (next == llvm::StringRef::npos) return llvm::SmallVector<Edit, 1>();
+      return insertion(colon.getLocWithOffset(static_cast<int>(next + 1 - offset)), ctor);
+    }
+    if (!record->isClass()) {  // a struct's members are public from the top
+      const Decl* first =
+          *std::find_if(record->decls_begin(), record->decls_end(), [](const Decl* d) { return !d->isImplicit(); });
+      return insertion(lineOf(first->getBeginLoc(), sm).first, ctor);
+    }
+    auto [closeLine, closeIndent] = lineOf(record->getBraceRange().getEnd(), sm);
+    const std::string access = indent.size() > closeIndent.size() + 1 ? indent.substr(1) : closeIndent;
+    return insertion(closeLine, access + "public:\n" + ctor);
+  };
+}
+
+bool declaresConstructor(const CXXRecordDecl& record) {
+  for (const CXXConstructorDecl* ctor : record.ctors())
+    if (!ctor->isImplicit()) return true;
+  return false;
+}
+
+AST_MATCHER(CXXRecordDecl, declaresNoConstructor) { return !declaresConstructor(Node); }
+
 // `fabric::Fabric& fabric` first in the constructor's parameter list.
 EditGenerator addParameter() {
   return [](const MatchResult& result) -> llvm::Expected<llvm::SmallVector<Edit, 1>> {
@@ -102,8 +158,12 @@ EditGenerator passFabric() {
     // (a constructor of the class's own, which gets the parameter), or an
     // aggregate default-initialised (`Trainer trainer;`), whose Fabric
     // member comes first: `Trainer trainer{fabric};`.
-    const bool aggregate = construct->getConstructor()->getParent()->isAggregate();
-    if (construct->getConstructor()->isImplicit() && !aggregate) return llvm::SmallVector<Edit, 1>();
+    const CXXRecordDecl& constructed = *construct->getConstructor()->getParent();
+    const bool aggregate = constructed.isAggregate();
+    // An implicit default constructor is replaced by one that takes the
+    // Fabric (addConstructor) when the class declares none.
+    if (construct->getConstructor()->isImplicit() && !aggregate && declaresConstructor(constructed))
+      return llvm::SmallVector<Edit, 1>();
     const std::string given = aggregate ? "{" + name + "}" : "(" + name + ")";
     const SourceManager& sm = *result.SourceManager;
     const LangOptions& lang = result.Context->getLangOpts();
@@ -128,8 +188,6 @@ EditGenerator passFabricToAggregate() {
     return insertion(init->getLBraceLoc().getLocWithOffset(1), name + (init->getNumInits() > 0 ? ", " : ""));
   };
 }
-
-AST_MATCHER(CXXRecordDecl, isAggregateClass) { return Node.hasDefinition() && Node.isAggregate(); }
 
 // A brace list written in the source (the semantic and the syntactic form of
 // one list share their braces: the engine keeps one of their edits).
@@ -258,27 +316,33 @@ Rule makeThreadFabricRule() {
       cat("the training loop lives in this class: the Fabric is passed in and kept "
           "as a member");
   auto explainFunction = cat("this function's code uses the Fabric: it is passed in as a parameter");
-  return {"fabric-thread-fabric", "+",
-          "When a class that holds the optimizer runs the training loop (a Trainer in its own "
-          "files), pass the Fabric in: a fabric::Fabric& member, a constructor parameter in the "
-          "declaration and the definition, the member initialised from it, and `fabric` at the "
-          "place main constructs the class (also through std::make_unique/make_shared). Any other "
-          "function whose code needs the Fabric (a train() or test() called from main) gets a "
-          "fabric::Fabric& parameter in every declaration and the Fabric at every call, when all "
-          "its callers have or get one; otherwise what needed it is reported.",
-          RuleKind::Rewrite,
-          applyFirst<std::string>({
-              makeRule(cxxRecordDecl(classNeedingFabric()).bind("class"), addMember(), explain),
-              // A definition gets the parameter and the initialiser together.
-              makeRule(cxxConstructorDecl(ctor, isDefinition()), flatten(addParameter(), initialiseMember()), explain),
-              makeRule(ctor, addParameter(), explain),
-              makeRule(construct, passFabric(), explain),
-              makeRule(factory, passFabricToFactory, explain),
-              makeRule(aggregate, passFabricToAggregate(), explain),
-              makeRule(function, addFunctionParameter(), explainFunction),
-              makeRule(call, passFabricToFunction(), explainFunction),
-              makeRule(otherUse, blockThreading(), explainFunction),
-          })};
+  return {
+      "fabric-thread-fabric", "+",
+      "When a class that holds the optimizer runs the training loop (a Trainer in its own "
+      "files), pass the Fabric in: a fabric::Fabric& member, a constructor parameter in the "
+      "declaration and the definition, the member initialised from it, and `fabric` at the "
+      "place main constructs the class (also through std::make_unique/make_shared); a class "
+      "that declares no constructor (its default member initialisers make the model and the "
+      "optimizer) gets one that takes the Fabric. Any other "
+      "function whose code needs the Fabric (a train() or test() called from main) gets a "
+      "fabric::Fabric& parameter in every declaration and the Fabric at every call, when all "
+      "its callers have or get one; otherwise what needed it is reported.",
+      RuleKind::Rewrite,
+      applyFirst<std::string>({
+          makeRule(
+              cxxRecordDecl(classNeedingFabric(), declaresNoConstructor(), unless(isAggregateClass())).bind("class"),
+              flatten(addMember(), addConstructor()), explain),
+          makeRule(cxxRecordDecl(classNeedingFabric()).bind("class"), addMember(), explain),
+          // A definition gets the parameter and the initialiser together.
+          makeRule(cxxConstructorDecl(ctor, isDefinition()), flatten(addParameter(), initialiseMember()), explain),
+          makeRule(ctor, addParameter(), explain),
+          makeRule(construct, passFabric(), explain),
+          makeRule(factory, passFabricToFactory, explain),
+          makeRule(aggregate, passFabricToAggregate(), explain),
+          makeRule(function, addFunctionParameter(), explainFunction),
+          makeRule(call, passFabricToFunction(), explainFunction),
+          makeRule(otherUse, blockThreading(), explainFunction),
+      })};
 }
 
 }  // namespace fabricize

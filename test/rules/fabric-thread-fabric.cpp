@@ -44,6 +44,41 @@
 // DEFAULT-NEXT: {{^}}  Classifier* other = new Classifier(fabric);
 // DEFAULT: {{^}}  Stepper stepper{fabric, net, &sgd};
 
+// A class that declares no constructor (default member initialisers make
+// its model and optimizer) gets one that takes the Fabric and sets them up:
+// in its public section, or the top of the class when it has none before
+// its members; a constructor of the class's own sets up what a default
+// member initialiser made; an aggregate that makes its optimizer so has no
+// constructor to set it up in: reported, never a silent copy per rank.
+// RUN: %fabricize --stdout %S/Inputs/thread-member-initialisers.cpp -- %flags > %t.nsdmi.cpp 2> %t.nsdmi.err; test $? -eq 1
+// RUN: FileCheck %s --check-prefix=NSDMI --input-file=%t.nsdmi.cpp
+// RUN: FileCheck %s --check-prefix=NSDMI-MSG --input-file=%t.nsdmi.err
+// RUN: %migrate %t.nsdmi.cpp -- %flags > %t.nsdmi.again.cpp 2> /dev/null; test $? -eq 1
+// RUN: diff -u %t.nsdmi.cpp %t.nsdmi.again.cpp
+// NSDMI: {{^}}class Trainer {{{$}}
+// NSDMI-NEXT: {{^}} public:{{$}}
+// NSDMI-NEXT: {{^}}  explicit Trainer(fabric::Fabric& fabric) : fabric_(fabric) {{{$}}
+// NSDMI-NEXT: {{^}}    fabric_.setup(model_, optimizer_);{{$}}
+// NSDMI-NEXT: {{^}}  }{{$}}
+// NSDMI-NEXT: {{^}}  void train(int steps) {{{$}}
+// NSDMI: {{^}}  fabric::Fabric& fabric_;{{$}}
+// NSDMI-NEXT: {{^}}  Net model_;{{$}}
+// NSDMI: {{^}}class Quiet {{{$}}
+// NSDMI-NEXT: {{^}}  fabric::Fabric& fabric_;{{$}}
+// NSDMI: {{^}} public:{{$}}
+// NSDMI-NEXT: {{^}}  explicit Quiet(fabric::Fabric& fabric) : fabric_(fabric) {{{$}}
+// NSDMI-NEXT: {{^}}    fabric_.setup(model_, *optimizer_);{{$}}
+// NSDMI: {{^}}  explicit Configured(fabric::Fabric& fabric, int epochs) : fabric_(fabric), epochs_(epochs) {{{$}}
+// NSDMI-NEXT: {{^}}    fabric_.setup(model_, optimizer_);{{$}}
+// NSDMI-NEXT: {{^}}  }{{$}}
+// NSDMI: {{^}}  fabric.launch();{{$}}
+// NSDMI-NEXT: {{^}}  Trainer trainer(fabric);{{$}}
+// NSDMI: {{^}}  auto quiet = std::make_unique<Quiet>(fabric);{{$}}
+// NSDMI: {{^}}  Configured configured(fabric, 2);{{$}}
+// NSDMI: {{^}}  Bundle bundle{fabric};{{$}}
+// NSDMI-MSG: thread-member-initialisers.cpp:64:1: warning: this aggregate's default member initialisers make an optimizer over its model, and it has no constructor to set them up in{{.*}}[fabric-setup]
+// NSDMI-MSG-NOT: thread-member-initialisers.cpp:{{.*}}: {{(warning|error)}}
+
 // Lambdas: `[&]` reaches the Fabric parameter its function gets; a lambda
 // capturing by name gets `&fabric` added to its captures (and a lambda
 // around it too), `this` in a class that holds the Fabric; a capture list a
