@@ -27,6 +27,7 @@ PACKAGES=(
   iproute2                                            # test/multinode: test hosts are network namespaces (ip netns, ss)
   neovim                                              # lsp.nvim: a real editor (nvim --headless, built-in LSP client) applies the fixes
   python3-venv                                        # scripts/libtorch2.sh: LibTorch 2.x from PyPI in a virtual environment
+  dpkg-dev                                            # CPack's Debian package: dpkg-shlibdeps (ctest package.deb, docs/install.md)
 )
 
 started=$(date +%s)
