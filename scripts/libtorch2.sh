@@ -7,6 +7,9 @@
 #
 #   scripts/libtorch2.sh               install if missing (~4.6 GB, ~2 min here); print the root
 #   scripts/libtorch2.sh --lightning   the same, with lightning-fabric (the bench's reference)
+#   scripts/libtorch2.sh --tensorboard the same, with the tensorboard package (its reader checks
+#                                      the runtime's event files in scripts/test_libtorch2.sh)
+#   scripts/libtorch2.sh --python      print the environment's Python instead of the root
 #
 # FABRIC_TORCH2_VERSION (default 2.11.0, the GPU machine's version) and
 # FABRIC_TORCH2_HOME (default ~/.cache/fabricize; /var/cache/fabricize for
@@ -22,8 +25,15 @@ else
 fi
 venv="$home/torch-$version"
 python="${FABRIC_PYTHON:-python3}"
-lightning=0
-[ "${1:-}" = "--lightning" ] && lightning=1
+lightning=0 tensorboard=0 print_python=0
+for option in "$@"; do
+  case "$option" in
+    --lightning) lightning=1 ;;
+    --tensorboard) tensorboard=1 ;;
+    --python) print_python=1 ;;
+    *) echo "libtorch2.sh: unknown option $option (--lightning, --tensorboard, --python)" >&2; exit 2 ;;
+  esac
+done
 
 mkdir -p "$home"
 # One installer at a time (two clones set up at once share the folder); an
@@ -44,6 +54,14 @@ fi
 if [ "$lightning" = 1 ] && [ ! -f "$venv/.lightning-numpy" ]; then
   "$venv/bin/python" -m pip install --quiet --no-cache-dir "lightning-fabric" numpy >&2
   touch "$venv/.lightning-numpy"
+fi
+if [ "$tensorboard" = 1 ] && [ ! -f "$venv/.tensorboard" ]; then
+  "$venv/bin/python" -m pip install --quiet --no-cache-dir tensorboard >&2
+  touch "$venv/.tensorboard"
+fi
+if [ "$print_python" = 1 ]; then
+  echo "$venv/bin/python"
+  exit 0
 fi
 root="$("$venv/bin/python" -c 'import importlib.util; print(importlib.util.find_spec("torch").submodule_search_locations[0])')"
 if [ ! -f "$root/share/cmake/Torch/TorchConfig.cmake" ]; then

@@ -9,7 +9,9 @@
 #      linked too (no GPU here: it runs on the GPU machine, bench/gpu);
 #   2. its tests: the runtime's unit and multi-process tests (launch, ddp,
 #      zero1/zero2, precision, collectives, checkpoints, loggers, fault and
-#      multi-node tests) with real Gloo on CPU;
+#      multi-node tests) with real Gloo on CPU; runtime.loggers reads the
+#      event files with TensorBoard's own reader (the environment's
+#      tensorboard package);
 #   3. the tool on 2.x headers: every shape, example and ../shared/corpus
 #      program migrates byte for byte as against 1.13, with the same
 #      findings (test/e2e/same_migration_on_libtorch2.py; a PCH of each);
@@ -20,13 +22,19 @@
 #      that calls torch::nn::parallel::data_parallel (its header needs CUDA's,
 #      so Debian's CPU 1.13 cannot compile it), configured against 2.x as its
 #      user would, migrated through its compile commands and verified the
-#      same way; no data_parallel call may be left in the migration.
+#      same way; no data_parallel call may be left in the migration;
+#   6. the runtime from source in a user's project: FetchContent of this
+#      checkout's commit (tool off), the migrated example built with it and
+#      trained on 2 processes (docs/install.md).
 #
-#   scripts/test_libtorch2.sh            all five
+#   scripts/test_libtorch2.sh            all six
 #   scripts/test_libtorch2.sh -R ddp     step 2 with these ctest arguments only
 set -euo pipefail
 cd "$(dirname "$0")/.."
-root="$(scripts/libtorch2.sh)"
+root="$(scripts/libtorch2.sh --tensorboard)"
+# runtime.loggers reads the runtime's event files with TensorBoard's own
+# reader too, in this environment (issue 41 point 4).
+export FABRIC_TENSORBOARD_PYTHON="$(scripts/libtorch2.sh --python)"
 version="$(sed -n 's/^__version__ = .\([0-9.]*\).*/\1/p' "$root/version.py" | head -1)"
 echo "test_libtorch2.sh: LibTorch $version at $root"
 step() {  # name, command...: runs it and prints how long it took
@@ -80,3 +88,29 @@ if grep -rnE --include='*.cpp' --include='*.h' '^[^/]*data_parallel[[:space:]]*(
   echo "test_libtorch2.sh: torch::nn::parallel::data_parallel is still called in the migration above" >&2
   exit 1
 fi
+
+# 6. The runtime from source in a user's own project (docs/install.md):
+#    FetchContent of this checkout's commit (the tool and tests off, as in
+#    any project that is not fabricize's), against the wheel's LibTorch
+#    found through CMAKE_PREFIX_PATH, as the official archive's would be;
+#    the migrated example built with it trains on 2 processes in sync.
+fc="build-torch2/fetchcontent"
+rm -rf "$fc" && mkdir -p "$fc"
+commit="$(git rev-parse HEAD)"
+if [ -n "$(git status --porcelain -- runtime cmake CMakeLists.txt)" ]; then
+  echo "test_libtorch2.sh: runtime/ or the top CMake files have uncommitted changes: FetchContent builds commit $commit without them" >&2
+fi
+build/bin/fabricize examples/sine_regression/train.cpp -o "$fc/program" --accelerator cpu --devices 2 --quiet
+step "FetchContent: configure a user's project on $version" env CXX=clang++-19 cmake -S test/libtorch2/fetchcontent \
+  -B "$fc/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$root" -DFABRIC_GIT="$PWD" \
+  -DFABRIC_GIT_TAG="$commit" -DUSER_PROGRAM="$PWD/$fc/program/train.cpp" > "$fc/configure.log" 2>&1 ||
+  { cat "$fc/configure.log"; exit 1; }
+step "FetchContent: build the runtime and the program" cmake --build "$fc/build" -j "$(nproc)" > "$fc/build.log" 2>&1 ||
+  { tail -60 "$fc/build.log"; exit 1; }
+trained="$(cd "$fc" && FABRIC_CHECK_SYNC=1 ./build/train 2>&1)" || { echo "$trained"; exit 1; }
+if ! grep -q "sync check passed: .* on 2 ranks" <<<"$trained"; then
+  echo "$trained"
+  echo "test_libtorch2.sh: the program built through FetchContent did not train in sync on 2 ranks" >&2
+  exit 1
+fi
+echo "test_libtorch2.sh: FetchContent: $(grep "sync check passed" <<<"$trained")"

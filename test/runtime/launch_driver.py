@@ -111,6 +111,7 @@
 PROGRAM is fabric_multiprocess_program. Exit status 0 when all cases pass.
 """
 import ctypes
+import json
 import os
 import re
 import socket
@@ -839,6 +840,28 @@ def loggers(program):
             report("tensorboard", f"scalars {scalars} != {expected_scalars}")
         else:
             print(f"tensorboard: {len(events)} records, CRCs valid, scalars as logged")
+
+        # TensorBoard's own reader (issue 41 point 4), where a Python with the
+        # tensorboard package is named: the LibTorch 2.x step's environment
+        # (scripts/test_libtorch2.sh).
+        reader_python = os.environ.get("FABRIC_TENSORBOARD_PYTHON")
+        if not reader_python:
+            print("tensorboard: TensorBoard's own reader not run here (FABRIC_TENSORBOARD_PYTHON unset; "
+                  "scripts/test_libtorch2.sh runs it)")
+        else:
+            reader = subprocess.run([reader_python, os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                                                 "tensorboard_reader.py"),
+                                     f"{directory}/tb/version_0"], capture_output=True, text=True)
+            wanted = {}
+            for step, tag, value in expected_scalars:
+                wanted.setdefault(tag, []).append([step, value])
+            if reader.returncode != 0:
+                report("tensorboard", f"TensorBoard's reader exited {reader.returncode}: {reader.stderr}")
+            elif json.loads(reader.stdout) != wanted:
+                report("tensorboard", f"TensorBoard's reader read {reader.stdout.strip()}, logged {wanted}")
+            else:
+                print(f"tensorboard: TensorBoard's own reader (event_accumulator) reads the tags, steps and "
+                      f"values as logged: {reader.stdout.strip()}")
 
         protoc = shutil.which("protoc")
         if protoc is None:
