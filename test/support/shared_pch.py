@@ -101,8 +101,10 @@ def compiler_identity(compiler):
 
 
 def search_order(dirs):
-    """The directories searched for <...> includes, in order (-iquote is not)."""
-    first = [d for kind, d in dirs if kind == "-I"]
+    """The directories searched for includes, in order (-iquote's for quoted
+    ones only, first: counted as searched by every include, which can only
+    refuse a PCH that could have been shared)."""
+    first = [d for kind, d in dirs if kind == "-iquote"] + [d for kind, d in dirs if kind == "-I"]
     system = [d for kind, d in dirs if kind == "-isystem"]
     after = [d for kind, d in dirs if kind == "-idirafter"]
     return first + system + after
