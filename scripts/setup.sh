@@ -28,6 +28,7 @@ PACKAGES=(
   neovim                                              # lsp.nvim: a real editor (nvim --headless, built-in LSP client) applies the fixes
   python3-venv                                        # scripts/libtorch2.sh: LibTorch 2.x from PyPI in a virtual environment
   dpkg-dev                                            # CPack's Debian package: dpkg-shlibdeps (ctest package.deb, docs/install.md)
+  chromium                                            # ctest verify.report_in_browser: the HTML reports in a real browser
 )
 
 started=$(date +%s)

@@ -17,18 +17,13 @@
 namespace fabricize {
 
 namespace {
-
 const std::string kNumber = R"([-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?)";
+}  // namespace
 
 std::string shapeOf(const std::string& line) {
   static const std::regex number(kNumber);
   return std::regex_replace(line, number, "#");
 }
-
-struct Metric {
-  std::string word;
-  double value;
-};
 
 std::vector<Metric> metricsOf(const std::string& line) {
   static const std::regex metric(R"(\b([A-Za-z_]*(?:loss|acc)[A-Za-z_]*)\s*[:=]?\s*()" + kNumber + ")",
@@ -38,6 +33,8 @@ std::vector<Metric> metricsOf(const std::string& line) {
     out.push_back({(*it)[1].str(), std::strtod((*it)[2].str().c_str(), nullptr)});
   return out;
 }
+
+namespace {
 
 // A console line with a metric, placed by the optimizer steps made before
 // it was printed (the step records note the console's size).
@@ -178,36 +175,6 @@ std::string ranksText(const std::set<int>& ranks) {
   std::vector<std::string> names;
   for (int r : ranks) names.push_back(std::to_string(r));
   return joined(names);
-}
-
-std::string markdown(const std::vector<Check>& checks, const std::string& subject, int verdict,
-                     const nlohmann::json& findings, const std::string& migrationReport) {
-  std::string md = "# fabricize verify: " + subject + "\n\n";
-  md += verdict == kEquivalent ? "**Equivalent**: every check passed.\n\n"
-                               : "**Differences found** (exit 1): see the failed checks.\n\n";
-  md += "| check | verdict |\n|---|---|\n";
-  for (const Check& c : checks) md += "| " + c.title + " | " + c.verdict + " |\n";
-  for (const Check& c : checks) {
-    if (c.details.empty() && c.where.empty()) continue;
-    md += "\n## " + c.title + " (" + c.verdict + ")\n\n";
-    for (const std::string& d : c.details) md += "- " + d + "\n";
-    if (!c.where.empty()) {
-      md += "\nMost likely responsible:\n\n";
-      for (const std::string& w : c.where) md += "- `" + w + "`\n";
-    }
-  }
-  if (!migrationReport.empty())
-    md +=
-        "\nThe migration report (per file and rule: migrated automatically, needs a person, not "
-        "understood): " +
-        migrationReport + "\n";
-  if (!findings.empty()) {
-    md += "\n## What the migration reported\n\n";
-    for (const auto& f : findings)
-      md += "- `" + f.value("path", std::string()) + ":" + std::to_string(f.value("line", 0)) + "` [" +
-            f.value("rule", std::string()) + "] " + f.value("message", std::string()) + "\n";
-  }
-  return md;
 }
 
 }  // namespace
@@ -513,45 +480,6 @@ std::vector<Check> checkRuns(const VerifyOptions& o, const VerifyRuns& runs, con
   }
 
   return checks;
-}
-
-int reportVerdict(const VerifyOptions& o, const std::vector<Check>& checks, const VerifyRuns& runs,
-                  std::string& error) {
-  int verdict = kEquivalent;
-  for (const Check& c : checks)
-    if (c.verdict == "fail") verdict = kDifferences;
-  const std::string subject = o.buildPath.empty() ? joined(o.sources) : o.buildPath;
-  llvm::outs() << "fabricize verify: " << subject << " (" << o.steps << " steps; work folder " << o.work << ")\n";
-  for (const Check& c : checks) {
-    std::string tag = c.verdict == "pass" ? "PASS " : c.verdict == "fail" ? "FAIL " : "NOT RUN ";
-    llvm::outs() << "  " << tag << " " << c.title << "\n";
-    for (const std::string& d : c.details) llvm::outs() << "        " << d << "\n";
-    for (const std::string& w : c.where) llvm::outs() << "        at " << w << "\n";
-  }
-  llvm::outs() << (verdict == kEquivalent ? "verdict: equivalent\n" : "verdict: differences found\n");
-
-  if (!o.report.empty()) {
-    nlohmann::json report = {{"subject", subject},
-                             {"steps", o.steps},
-                             {"work", o.work},
-                             {"verdict", verdict == kEquivalent ? "equivalent" : "differences"},
-                             {"checks", nlohmann::json::array()},
-                             {"migration_findings", runs.migrationFindings}};
-    for (const Check& c : checks)
-      report["checks"].push_back(
-          {{"id", c.id}, {"title", c.title}, {"verdict", c.verdict}, {"details", c.details}, {"where", c.where}});
-    std::string problem = writeFileAtomically(o.report, report.dump(2) + "\n");
-    llvm::SmallString<256> md(o.report);
-    llvm::sys::path::replace_extension(md, "md");
-    if (problem.empty())
-      problem = writeFileAtomically(std::string(md), markdown(checks, subject, verdict, runs.migrationFindings,
-                                                              o.migrated.empty() ? o.work + "/migration.md" : ""));
-    if (!problem.empty()) {
-      error = problem;
-      return kCannot;
-    }
-  }
-  return verdict;
 }
 
 }  // namespace fabricize

@@ -19,14 +19,19 @@ struct Check {
   std::vector<std::string> where;  // file:line of the construct most likely responsible
 };
 
+// A metric a program prints: a number right after a word naming a loss or
+// an accuracy (`loss 0.12`, `val_acc: 0.9`).
+struct Metric {
+  std::string word;
+  double value;
+};
+std::vector<Metric> metricsOf(const std::string& line);
+// The line with its numbers replaced by `#`: lines of one shape are one
+// series (an epoch's line, printed once per epoch).
+std::string shapeOf(const std::string& line);
+
 // Every check on `runs`; `migratedTree`: the migrated sources, where the
 // lines responsible for a difference are looked for.
 std::vector<Check> checkRuns(const VerifyOptions& options, const VerifyRuns& runs, const std::string& migratedTree);
-
-// Prints the checks and writes --report (JSON, and Markdown beside it).
-// Returns kEquivalent or kDifferences; kCannot with `error` when the report
-// cannot be written.
-int reportVerdict(const VerifyOptions& options, const std::vector<Check>& checks, const VerifyRuns& runs,
-                  std::string& error);
 
 }  // namespace fabricize

@@ -16,6 +16,7 @@
 #include "CommandLine.h"
 #include "VerifyChecks.h"
 #include "VerifyHarness.h"
+#include "VerifyReport.h"
 
 #include "llvm/Support/raw_ostream.h"
 
@@ -53,7 +54,9 @@ std::optional<int> parseOptions(int argc, const char** argv, VerifyOptions& o) {
   line.number({"--steps"}, "N", o.steps, "optimizer steps each run makes (default 40)");
   line.option({"--migrated"}, "dir", o.migrated, "verify this migrated tree (a CMake project) instead of migrating");
   line.option({"--work"}, "dir", o.work, "scratch folder (default: a new folder under the temp folder)");
-  line.option({"--report"}, "file.json", o.report, "the verdicts as JSON, and a Markdown summary beside it (.md)");
+  line.option({"--report"}, "file.json", o.report,
+              "the verdicts as JSON, and beside it a Markdown summary (.md), the loss curves (.svg) and one page with "
+              "the curves, the metrics and the verdicts (.html); a name ending in .html or .md names the same set");
   line.number({"--timeout"}, "S", o.timeout, "seconds each run may take (default 300)");
   line.option({"--accelerator"}, "cpu|cuda", o.accelerator,
               "the device both programs run on (LT_ACCELERATOR; default: theirs)");

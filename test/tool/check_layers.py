@@ -47,7 +47,7 @@ LAYERS = [
     ("front-end services", "engine options, findings of a run, rule selection per file, the Fabric include",
      ["tool/EngineSetup", "tool/CommandLine", "tool/Findings", "tool/FabricInclude"]),
     ("front ends", "one per subcommand, and the clang-tidy plugin; none includes another",
-     ["tool/MigrateCommand", "tool/MigrateInputs", "tool/MigrateOutputs", "tool/LintCommand", "tool/LintReport", "tool/LspCommand", "tool/LspServer", "tool/LspProtocol", "tool/VerifyCommand", "tool/VerifyHarness", "tool/VerifyChecks",
+     ["tool/MigrateCommand", "tool/MigrateInputs", "tool/MigrateOutputs", "tool/LintCommand", "tool/LintReport", "tool/LspCommand", "tool/LspServer", "tool/LspProtocol", "tool/VerifyCommand", "tool/VerifyHarness", "tool/VerifyChecks", "tool/VerifyReport",
       "tidy/*"]),
     ("dispatch", "picks the subcommand",
      ["tool/main"]),
@@ -59,7 +59,7 @@ FRONT_ENDS = {
     "lint": ["tool/LintCommand", "tool/LintReport"],
     "lsp": ["tool/LspCommand", "tool/LspServer", "tool/LspProtocol"],
     # verify runs the fabricize executable (migrate) as a process: no code shared.
-    "verify": ["tool/VerifyCommand", "tool/VerifyHarness", "tool/VerifyChecks"],
+    "verify": ["tool/VerifyCommand", "tool/VerifyHarness", "tool/VerifyChecks", "tool/VerifyReport"],
     "clang-tidy plugin": ["tidy/*"],
 }
 

@@ -174,9 +174,19 @@ def main():
         details = " ".join(" ".join(c.get("details", [])) for c in checks if c["id"] == "two-ranks-run")
         if f"strategy '{wanted}'" not in details:
             fail(f"LT_STRATEGY={wanted}, but the 2-rank run did not report it: {details!r}")
-    with open(os.path.splitext(report)[0] + ".md") as f:
-        if "# fabricize verify" not in f.read():
-            fail("the Markdown summary is missing its title")
+    stem = os.path.splitext(report)[0]
+    with open(stem + ".md") as f:
+        summary = f.read()
+        if "# fabricize verify" not in summary or f"]({os.path.basename(stem)}.svg)" not in summary:
+            fail("the Markdown summary is missing its title or its loss curves")
+    # The pictures: the loss curves (.svg), and the page with them (.html):
+    # the original's and the 1-process run's curves at least.
+    with open(stem + ".svg") as f:
+        curves = f.read()
+    with open(stem + ".html") as f:
+        page = f.read()
+    if curves.count('<polyline class="series"') < 2 or "<svg" not in page or "fabricize verify" not in page:
+        fail(f"{args.case}: the loss curves or the HTML report are missing or empty ({stem}.svg, {stem}.html)")
     if failing is None:
         bad = {k: v for k, v in verdicts.items() if v == "fail"}
         if bad:
