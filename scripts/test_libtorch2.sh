@@ -37,11 +37,13 @@ root="$(scripts/libtorch2.sh --tensorboard)"
 export FABRIC_TENSORBOARD_PYTHON="$(scripts/libtorch2.sh --python)"
 version="$(sed -n 's/^__version__ = .\([0-9.]*\).*/\1/p' "$root/version.py" | head -1)"
 echo "test_libtorch2.sh: LibTorch $version at $root"
-step() {  # name, command...: runs it and prints how long it took
-  local name="$1" start; shift
+step() {  # name, command...: runs it and prints how long it took; fails as it does
+  # (explicitly: called as `step ... || ...`, bash turns set -e off inside)
+  local name="$1" start status=0; shift
   start=$(date +%s)
-  "$@"
+  "$@" || status=$?
   echo "test_libtorch2.sh: $name took $(( $(date +%s) - start )) s"
+  return "$status"
 }
 mkdir -p build-torch2
 step "configure" cmake -S . -B build-torch2 -G Ninja -DCMAKE_BUILD_TYPE=Release -DFABRIC_BUILD_TOOL=OFF \
