@@ -252,7 +252,12 @@ bool writeReports(const MigrateOptions& options, const MigrationInputs& in, cons
   auto inRoot = [&](const std::string& path) {
     return isUnderOrEqual(path, in.root) && path != in.root ? relativeTo(path, in.root) : path;
   };
-  for (const auto& [path, r] : outcome.rendered) plan.files.push_back(inRoot(path));
+  for (const auto& [path, r] : outcome.rendered) {
+    plan.files.push_back(inRoot(path));
+    if (auto file = result.files.find(path); file != result.files.end() && !r.merged.edits.empty())
+      plan.changes[inRoot(path)] =
+          unifiedDiff(file->second.original, r.merged.edits, "a/" + inRoot(path), "b/" + inRoot(path));
+  }
   for (const RuleMatch& m : result.matches)
     if (!m.reportOnly)
       plan.entries.push_back({ReportEntry::Automatic, m.ruleId, inRoot(m.file), m.line, m.explanation});

@@ -15,7 +15,7 @@ namespace {
 
 // The report as blocks, rendered to Markdown or HTML by the same walk.
 struct Block {
-  enum Kind { Heading, Paragraph, Table, List } kind;
+  enum Kind { Heading, Paragraph, Table, List, Diff } kind;  // Diff: `text` is a unified diff
   int level = 2;
   std::string text;
   std::vector<std::string> header;
@@ -75,6 +75,21 @@ std::vector<Block> build(const MigrationReportData& data) {
                      percent(summary.automaticShare()) + "), " + std::to_string(summary.needsPerson) +
                      " need a person, " + std::to_string(summary.notUnderstood) + " not understood by the tool. " +
                      loopCounts(summary)});
+
+  // What a person must do, first: each finding with its place and the change.
+  doc.push_back({Block::Heading, 2, "What needs a person"});
+  Block todo{Block::List};
+  std::vector<ReportEntry> findings = data.entries;
+  stableSort(findings, [](const ReportEntry& a, const ReportEntry& b) {
+    return std::tie(a.file, a.line) < std::tie(b.file, b.line);
+  });
+  for (const ReportEntry& e : findings)
+    if (e.kind != ReportEntry::Automatic)
+      todo.items.push_back(where(e) + " [" + e.ruleId + "] (" + kindName(e.kind) + "): " + e.text);
+  if (todo.items.empty())
+    doc.push_back({Block::Paragraph, 0, "Nothing: every training construct found was migrated automatically."});
+  else
+    doc.push_back(todo);
 
   // Issue 37: every training loop, and whether each rank trains on its share.
   doc.push_back({Block::Heading, 2, "Data sharded"});
@@ -138,6 +153,12 @@ std::vector<Block> build(const MigrationReportData& data) {
       table.rows.push_back(
           {std::to_string(e->line), e->ruleId, e->text, std::string(kindName(e->kind)) + (e->error ? " (error)" : "")});
     doc.push_back(table);
+    if (auto change = data.changes.find(file); change != data.changes.end() && !change->second.empty()) {
+      doc.push_back({Block::Paragraph, 0, "The change, before (-) and after (+):"});
+      Block diff{Block::Diff};
+      diff.text = change->second;
+      doc.push_back(diff);
+    }
   }
   return doc;
 }
@@ -275,6 +296,9 @@ std::string renderMarkdownReport(const MigrationReportData& data) {
         for (const std::string& item : b.items) out += "- " + item + "\n";
         out += "\n";
         break;
+      case Block::Diff:
+        out += "```diff\n" + b.text + (b.text.empty() || b.text.back() == '\n' ? "" : "\n") + "```\n\n";
+        break;
       case Block::Table: {
         std::string line = "|", rule = "|";
         for (const std::string& h : b.header) {
@@ -299,7 +323,11 @@ std::string renderHtmlReport(const MigrationReportData& data) {
   std::string out =
       "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>Migration report</title>\n"
       "<style>body{font-family:sans-serif;max-width:70em;margin:2em auto}table{border-collapse:collapse}"
-      "td,th{border:1px solid #ccc;padding:.2em .5em;text-align:left;vertical-align:top}</style>\n"
+      "td,th{border:1px solid #ccc;padding:.2em .5em;text-align:left;vertical-align:top}"
+      "pre.diff{background:#fafafa;border:1px solid #ddd;padding:.5em;overflow-x:auto}"
+      ".diff .add{background:#e6ffec;display:block}.diff .del{background:#ffebe9;display:block}"
+      ".diff .hunk{color:#6f42c1;display:block}.diff .file{color:#555;display:block}"
+      ".diff .ctx{display:block}</style>\n"
       "</head><body>\n";
   for (const Block& b : build(data)) {
     switch (b.kind) {
@@ -316,6 +344,23 @@ std::string renderHtmlReport(const MigrationReportData& data) {
         for (const std::string& item : b.items) out += "<li>" + html(item) + "</li>\n";
         out += "</ul>\n";
         break;
+      case Block::Diff: {
+        out += "<pre class=\"diff\">";
+        size_t at = 0;
+        while (at < b.text.size()) {
+          size_t end = b.text.find('\n', at);
+          std::string line = b.text.substr(at, end == std::string::npos ? std::string::npos : end - at);
+          at = end == std::string::npos ? b.text.size() : end + 1;
+          const char* cls = line.rfind("+++", 0) == 0 || line.rfind("---", 0) == 0 ? "file"
+                            : line.rfind("@@", 0) == 0                             ? "hunk"
+                            : !line.empty() && line[0] == '+'                      ? "add"
+                            : !line.empty() && line[0] == '-'                      ? "del"
+                                                                                   : "ctx";
+          out += "<span class=\"" + std::string(cls) + "\">" + html(line) + "</span>";  // a block: its own line
+        }
+        out += "</pre>\n";
+        break;
+      }
       case Block::Table:
         out += "<table>\n<tr>";
         for (const std::string& h : b.header) out += "<th>" + html(h) + "</th>";

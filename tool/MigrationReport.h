@@ -1,11 +1,13 @@
 // The migration report a team lead plans with: per file and per rule, what
 // fabricize migrated automatically, what needs a person (with the findings),
 // what it did not understand, the share of training constructs migrated
-// automatically, and where the Fabric was threaded. Rendered as Markdown or
+// automatically, where the Fabric was threaded, and each file's change with
+// its code before and after. Rendered as Markdown or
 // HTML (`fabricize ... --report plan.md` / `--report plan.html`); the JSON
 // report carries the same summary.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -41,6 +43,9 @@ struct MigrationReportData {
   std::vector<std::string> files;  // every file read, relative to the root
   std::vector<ReportEntry> entries;
   std::vector<DataLoopEntry> dataLoops;  // one per training loop
+  // Each migrated file's change, code before and after: its unified diff
+  // (3 lines of context), by file relative to the root.
+  std::map<std::string, std::string> changes;
 };
 
 // A data-loop line from fabric-data-loop's note: its text says the status

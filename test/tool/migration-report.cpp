@@ -27,6 +27,10 @@ int main() {
 // MD: # Migration report:
 // MD: Training constructs found: 7; 5 migrated automatically (71%), 1 need a person, 1 not understood by the tool. 1 training loop: data sharded 0 (0 split, 0 drawn per rank), needs a person 0, not a data loop 1.
 // A loop over a fixed input made in the loop reads no data per step: nothing to split, nothing to report.
+// MD: ## What needs a person
+// MD-EMPTY:
+// MD-NEXT: - migration-report.cpp:17 [fabric-hardcoded-device] (needs a person): hard-coded device index
+// MD-NEXT: - migration-report.cpp:22 [fabric-backward] (not understood): not migrated: the code is inside a macro expansion
 // MD: ## Data sharded
 // MD: | migration-report.cpp:19 | not a data loop | it reads no data per step (a fixed input made in the loop) |
 // MD: ## Where the Fabric goes
@@ -40,10 +44,20 @@ int main() {
 // MD: | 17 | fabric-hardcoded-device | hard-coded device index{{.*}} | needs a person |
 // MD: | 22 | fabric-backward | not migrated: the code is inside a macro expansion {{.*}} | not understood |
 // MD: | 23 | fabric-step | {{.*}} | migrated automatically |
+// Each file's change, code before (-) and after (+) with its context.
+// MD: The change, before (-) and after (+):
+// MD: ```diff
+// MD-NEXT: --- a/migration-report.cpp
+// MD-NEXT: +++ b/migration-report.cpp
+// MD: {{^}}-    optimizer.step();
+// MD-NEXT: {{^}}+    fabric.step(optimizer);
+// MD: ```
 // HTML: <!DOCTYPE html>
 // HTML: <h1>Migration report: {{.*}}</h1>
 // HTML: <tr><td>fabric-backward</td><td>0</td><td>0</td><td>1</td></tr>
 // HTML: <td>not migrated: the code is inside a macro expansion {{.*}}</td><td>not understood</td></tr>
+// HTML: <pre class="diff"><span class="file">--- a/migration-report.cpp</span>
+// HTML-SAME: <span class="del">-    optimizer.step();</span><span class="add">+    fabric.step(optimizer);</span>
 // JSON: "summary": {
 // JSON-DAG: "automatic_percent": 71.{{[0-9]+}}
 // JSON-DAG: "migrated_automatically": 5
