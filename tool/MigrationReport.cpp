@@ -1,5 +1,6 @@
 #include "MigrationReport.h"
 
+#include "HtmlEscape.h"
 #include "StableOrder.h"
 
 #include <algorithm>
@@ -176,29 +177,6 @@ std::string markdownCell(std::string text) {
   return out;
 }
 
-std::string html(const std::string& text) {
-  std::string out;
-  for (char c : text) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
-}
-
 }  // namespace
 
 ReportEntry::Kind findingKind(const std::string& ruleId, const std::string& message) {
@@ -333,15 +311,15 @@ std::string renderHtmlReport(const MigrationReportData& data) {
     switch (b.kind) {
       case Block::Heading: {
         std::string tag = "h" + std::to_string(b.level);
-        out += "<" + tag + ">" + html(b.text) + "</" + tag + ">\n";
+        out += "<" + tag + ">" + htmlEscaped(b.text) + "</" + tag + ">\n";
         break;
       }
       case Block::Paragraph:
-        out += "<p>" + html(b.text) + "</p>\n";
+        out += "<p>" + htmlEscaped(b.text) + "</p>\n";
         break;
       case Block::List:
         out += "<ul>\n";
-        for (const std::string& item : b.items) out += "<li>" + html(item) + "</li>\n";
+        for (const std::string& item : b.items) out += "<li>" + htmlEscaped(item) + "</li>\n";
         out += "</ul>\n";
         break;
       case Block::Diff: {
@@ -356,18 +334,18 @@ std::string renderHtmlReport(const MigrationReportData& data) {
                             : !line.empty() && line[0] == '+'                      ? "add"
                             : !line.empty() && line[0] == '-'                      ? "del"
                                                                                    : "ctx";
-          out += "<span class=\"" + std::string(cls) + "\">" + html(line) + "</span>";  // a block: its own line
+          out += "<span class=\"" + std::string(cls) + "\">" + htmlEscaped(line) + "</span>";  // a block: its own line
         }
         out += "</pre>\n";
         break;
       }
       case Block::Table:
         out += "<table>\n<tr>";
-        for (const std::string& h : b.header) out += "<th>" + html(h) + "</th>";
+        for (const std::string& h : b.header) out += "<th>" + htmlEscaped(h) + "</th>";
         out += "</tr>\n";
         for (const auto& row : b.rows) {
           out += "<tr>";
-          for (const std::string& cell : row) out += "<td>" + html(cell) + "</td>";
+          for (const std::string& cell : row) out += "<td>" + htmlEscaped(cell) + "</td>";
           out += "</tr>\n";
         }
         out += "</table>\n";

@@ -1,5 +1,6 @@
 #include "VerifyReport.h"
 
+#include "HtmlEscape.h"
 #include "Output.h"
 
 #include "llvm/ADT/SmallString.h"
@@ -14,29 +15,6 @@
 namespace fabricize {
 
 namespace {
-
-std::string escaped(const std::string& text) {
-  std::string out;
-  for (char c : text) {
-    switch (c) {
-      case '&':
-        out += "&amp;";
-        break;
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
-}
 
 std::string number(double value, const char* format = "%.4g") {
   char text[64];
@@ -116,8 +94,8 @@ std::string lineChartSvg(const std::string& title, const std::string& xLabel, co
                     std::to_string(height) + "\" viewBox=\"0 0 " + std::to_string(width) + " " +
                     std::to_string(height) + "\" font-family=\"sans-serif\" font-size=\"12\">\n";
   svg += "<rect width=\"100%\" height=\"100%\" fill=\"#ffffff\"/>\n";
-  svg += "<text x=\"" + number(width / 2.0) + "\" y=\"20\" text-anchor=\"middle\" font-size=\"14\">" + escaped(title) +
-         "</text>\n";
+  svg += "<text x=\"" + number(width / 2.0) + "\" y=\"20\" text-anchor=\"middle\" font-size=\"14\">" +
+         htmlEscaped(title) + "</text>\n";
   if (!std::isfinite(xMin)) {
     svg += "<text x=\"" + number(width / 2.0) + "\" y=\"" + number(height / 2.0) +
            "\" text-anchor=\"middle\" fill=\"#aa0000\">no values were recorded</text>\n</svg>\n";
@@ -142,7 +120,7 @@ std::string lineChartSvg(const std::string& title, const std::string& xLabel, co
            number(top + plotH + 4) + "\" stroke=\"#888888\"/><text x=\"" + number(px(t)) + "\" y=\"" +
            number(top + plotH + 17) + "\" text-anchor=\"middle\">" + number(t) + "</text>\n";
   svg += "<text x=\"" + number(left + plotW / 2) + "\" y=\"" + number(top + plotH + 34) + "\" text-anchor=\"middle\">" +
-         escaped(xLabel) + "</text>\n</g>\n";
+         htmlEscaped(xLabel) + "</text>\n</g>\n";
 
   // The series, then the legend under the axis label.
   double legendX = left;
@@ -159,14 +137,15 @@ std::string lineChartSvg(const std::string& title, const std::string& xLabel, co
     if (count == 1) {
       auto [x, y] = s.points.front();
       svg += "<circle class=\"series\" cx=\"" + number(px(x), "%.1f") + "\" cy=\"" + number(py(y), "%.1f") +
-             "\" r=\"3\" fill=\"" + s.color + "\"><title>" + escaped(s.name) + "</title></circle>\n";
+             "\" r=\"3\" fill=\"" + s.color + "\"><title>" + htmlEscaped(s.name) + "</title></circle>\n";
     } else {
       svg += "<polyline class=\"series\" fill=\"none\" stroke=\"" + s.color + "\" stroke-width=\"1.6\"" + dash +
-             " points=\"" + points + "\"><title>" + escaped(s.name) + "</title></polyline>\n";
+             " points=\"" + points + "\"><title>" + htmlEscaped(s.name) + "</title></polyline>\n";
     }
     svg += "<line x1=\"" + number(legendX) + "\" x2=\"" + number(legendX + 22) + "\" y1=\"" + number(legendY - 4) +
            "\" y2=\"" + number(legendY - 4) + "\" stroke=\"" + s.color + "\" stroke-width=\"2\"" + dash +
-           "/><text x=\"" + number(legendX + 27) + "\" y=\"" + number(legendY) + "\">" + escaped(s.name) + "</text>\n";
+           "/><text x=\"" + number(legendX + 27) + "\" y=\"" + number(legendY) + "\">" + htmlEscaped(s.name) +
+           "</text>\n";
     legendX += 40 + 7.0 * static_cast<double>(s.name.size());
   }
   return svg + "</svg>\n";
@@ -222,13 +201,13 @@ std::vector<std::string> metricChartsSvg(const VerifyRuns& runs) {
 
 std::string verifyHtml(const std::vector<Check>& checks, const std::string& subject, bool equivalent,
                        const VerifyRuns& runs, const std::string& migrationReport) {
-  std::string page =
-      "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>fabricize verify: " + escaped(subject) +
-      "</title>\n<style>body{font-family:sans-serif;margin:2em;max-width:1000px}"
-      "td,th{border:1px solid #ccc;padding:4px 8px;text-align:left;vertical-align:top}"
-      "table{border-collapse:collapse}.pass{color:#1a7f37}.fail{color:#b42318;font-weight:bold}"
-      ".notrun{color:#777}code{background:#f4f4f4}</style></head>\n<body>\n<h1>fabricize verify: " +
-      escaped(subject) + "</h1>\n";
+  std::string page = "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>fabricize verify: " +
+                     htmlEscaped(subject) +
+                     "</title>\n<style>body{font-family:sans-serif;margin:2em;max-width:1000px}"
+                     "td,th{border:1px solid #ccc;padding:4px 8px;text-align:left;vertical-align:top}"
+                     "table{border-collapse:collapse}.pass{color:#1a7f37}.fail{color:#b42318;font-weight:bold}"
+                     ".notrun{color:#777}code{background:#f4f4f4}</style></head>\n<body>\n<h1>fabricize verify: " +
+                     htmlEscaped(subject) + "</h1>\n";
   page += equivalent ? "<p class=\"pass\"><b>Equivalent</b>: every check passed.</p>\n"
                      : "<p class=\"fail\">Differences found (exit 1): see the failed checks.</p>\n";
   page += "<h2>Losses</h2>\n" + lossCurvesSvg(runs);
@@ -240,23 +219,24 @@ std::string verifyHtml(const std::vector<Check>& checks, const std::string& subj
   page += "<h2>Checks</h2>\n<table><tr><th>check</th><th>verdict</th><th>details</th></tr>\n";
   for (const Check& c : checks) {
     const std::string cls = c.verdict == "pass" ? "pass" : c.verdict == "fail" ? "fail" : "notrun";
-    page += "<tr><td>" + escaped(c.title) + "</td><td class=\"" + cls + "\">" + escaped(c.verdict) + "</td><td>";
-    for (const std::string& d : c.details) page += escaped(d) + "<br>";
-    for (const std::string& w : c.where) page += "at <code>" + escaped(w) + "</code><br>";
+    page +=
+        "<tr><td>" + htmlEscaped(c.title) + "</td><td class=\"" + cls + "\">" + htmlEscaped(c.verdict) + "</td><td>";
+    for (const std::string& d : c.details) page += htmlEscaped(d) + "<br>";
+    for (const std::string& w : c.where) page += "at <code>" + htmlEscaped(w) + "</code><br>";
     page += "</td></tr>\n";
   }
   page += "</table>\n";
   if (!runs.migrationFindings.empty()) {
     page += "<h2>What the migration reported</h2>\n<ul>\n";
     for (const auto& f : runs.migrationFindings)
-      page += "<li><code>" + escaped(f.value("path", std::string()) + ":" + std::to_string(f.value("line", 0))) +
-              "</code> [" + escaped(f.value("rule", std::string())) + "] " +
-              escaped(f.value("message", std::string())) + "</li>\n";
+      page += "<li><code>" + htmlEscaped(f.value("path", std::string()) + ":" + std::to_string(f.value("line", 0))) +
+              "</code> [" + htmlEscaped(f.value("rule", std::string())) + "] " +
+              htmlEscaped(f.value("message", std::string())) + "</li>\n";
     page += "</ul>\n";
   }
   if (!migrationReport.empty())
-    page += "<p>The migration report (per file and rule): <a href=\"" + escaped(migrationReport) + "\">" +
-            escaped(migrationReport) + "</a></p>\n";
+    page += "<p>The migration report (per file and rule): <a href=\"" + htmlEscaped(migrationReport) + "\">" +
+            htmlEscaped(migrationReport) + "</a></p>\n";
   return page + "</body></html>\n";
 }
 

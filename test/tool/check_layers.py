@@ -31,8 +31,8 @@ import tempfile
 # Bottom up. A file may include files of its own layer and of the layers
 # below it, never of one above.
 LAYERS = [
-    ("utilities", "generic helpers with no project types (a stable sort without libstdc++'s deprecated buffer)",
-     ["tool/StableOrder"]),
+    ("utilities", "generic helpers with no project types (a stable sort without libstdc++'s deprecated buffer, HTML escaping)",
+     ["tool/StableOrder", "tool/HtmlEscape"]),
     ("outputs", "writing files whole or not at all; -o's copy of the rest of the project",
      ["tool/Output", "tool/ProjectCopy"]),
     ("edits", "text edits: merged, rendered, diffed; findings as shown; rule selection; CMake edits",
