@@ -71,13 +71,24 @@ class Job:
 
     def __init__(self):
         self.processes = []  # (label, Popen, [stdout chunks], [stderr chunks])
+        self.readers = {}  # label -> the threads reading its pipes
 
     def add(self, label, process):
         out, err = [], []
+        self.readers[label] = []
         for stream, sink in ((process.stdout, out), (process.stderr, err)):
-            threading.Thread(target=lambda s=stream, k=sink: [k.append(line) for line in s], daemon=True).start()
+            reader = threading.Thread(target=lambda s=stream, k=sink: [k.append(line) for line in s], daemon=True)
+            reader.start()
+            self.readers[label].append(reader)
         self.processes.append((label, process, out, err))
         return process
+
+    def drain(self, label, limit=10):
+        """After `label` ended: its pipes read to their end (a loaded machine
+        may not have run the reader threads yet), or `limit` s."""
+        deadline = time.time() + limit
+        for reader in self.readers.get(label, []):
+            reader.join(timeout=max(0.0, deadline - time.time()))
 
     def output(self, label):
         for l, _, out, err in self.processes:
@@ -102,7 +113,8 @@ class Job:
             except subprocess.TimeoutExpired:
                 fail(f"{label} still runs after {limit} s:\n{self.describe()}")
             codes[label] = (process.returncode, time.time() - start)
-        time.sleep(0.2)  # the reader threads drain the pipes
+        for label, _, _, _ in self.processes:
+            self.drain(label)
         return codes
 
     def describe(self):
@@ -286,6 +298,7 @@ def case_node_killed(args, work):
         except subprocess.TimeoutExpired:
             fail(f"host 0 still runs 30 s after node 1 was killed:\n{job.describe()}")
         took = time.time() - killed
+        job.drain("host 0")
         _, err0 = job.output("host 0")
         if process.returncode == 0:
             fail(f"host 0 exited 0 after losing node 1:\n{err0[-3000:]}")
@@ -347,8 +360,8 @@ def case_link_cut(args, work):
             except subprocess.TimeoutExpired:
                 fail(f"{label} still runs {limit} s after the link was cut:\n{job.describe()}")
         took = time.time() - cut
-        time.sleep(0.2)
         for label, process, _, _ in job.processes:
+            job.drain(label)
             err = job.output(label)[1]
             if process.returncode == 0:
                 fail(f"{label} exited 0 after the link was cut")
