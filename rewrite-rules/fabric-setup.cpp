@@ -310,7 +310,7 @@ Rule makeSetupRule() {
   // through the member's default initialiser (`Adam optimizer_{...}`).
   auto memberCreation =
       cxxConstructorDecl(
-          isDefinition(), unless(isImplicit()),
+          isDefinition(), unless(isImplicit()), unless(isDefaulted()),
           hasAnyConstructorInitializer(cxxCtorInitializer(anyOf(isWritten(), fromDefaultMemberInitializer()),
                                                           forField(hasType(optimizerHandleType())))))
           .bind("ctor");

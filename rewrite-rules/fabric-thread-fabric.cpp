@@ -64,6 +64,22 @@ EditGenerator addMember() {
 
 AST_MATCHER(CXXRecordDecl, isAggregateClass) { return Node.hasDefinition() && Node.isAggregate(); }
 
+// `Trainer() = default;`: the class's default constructor, declared but
+// made by the compiler; null when it has none.
+const CXXConstructorDecl* defaultedDefaultConstructor(const CXXRecordDecl& record) {
+  for (const CXXConstructorDecl* ctor : record.ctors())
+    if (!ctor->isImplicit() && ctor->isDefaultConstructor() && ctor->isExplicitlyDefaulted()) return ctor;
+  return nullptr;
+}
+
+// Whether the class has a constructor of its own to take the Fabric: one
+// written with a body (`= default` and `= delete` ones make nothing).
+bool declaresConstructor(const CXXRecordDecl& record) {
+  for (const CXXConstructorDecl* ctor : record.ctors())
+    if (!ctor->isImplicit() && !ctor->isExplicitlyDefaulted() && !ctor->isDeleted()) return true;
+  return false;
+}
+
 // A class with no constructor of its own (its default member initialisers
 // make the model and the optimizer) gets one that takes the Fabric and sets
 // up what those initialisers made: first in its public section (at the top
@@ -84,6 +100,17 @@ EditGenerator addConstructor() {
                 optimizers::setupCalls(group, group.creations.size(), member, indent + "  ", *result.Context) + "\n";
     std::string ctor = indent + "explicit " + record->getNameAsString() + "(fabric::Fabric& fabric) : " + member +
                        "(fabric) {" + (setups.empty() ? "}\n" : "\n" + setups + indent + "}\n");
+    if (const CXXConstructorDecl* defaulted = defaultedDefaultConstructor(*record)) {
+      // `Trainer() = default;` becomes the constructor that takes the Fabric.
+      SourceLocation end = Lexer::findLocationAfterToken(sm.getExpansionLoc(defaulted->getEndLoc()), tok::semi, sm,
+                                                         result.Context->getLangOpts(), false);
+      if (end.isInvalid()) return llvm::SmallVector<Edit, 1>();
+      Edit edit;
+      edit.Range = CharSourceRange::getCharRange(sm.getExpansionLoc(defaulted->getBeginLoc()), end);
+      std::string text = ctor.substr(indent.size());
+      edit.Replacement = text.substr(0, text.size() - 1);  // the line's own end stays
+      return llvm::SmallVector<Edit, 1>{edit};
+    }
     const AccessSpecDecl* publicSection = nullptr;
     for (const Decl* decl : record->decls())
       if (const auto* access = dyn_cast<AccessSpecDecl>(decl); access && access->getAccess() == AS_public) {
@@ -107,12 +134,6 @@ EditGenerator addConstructor() {
     const std::string access = indent.size() > closeIndent.size() + 1 ? indent.substr(1) : closeIndent;
     return insertion(closeLine, access + "public:\n" + ctor);
   };
-}
-
-bool declaresConstructor(const CXXRecordDecl& record) {
-  for (const CXXConstructorDecl* ctor : record.ctors())
-    if (!ctor->isImplicit()) return true;
-  return false;
 }
 
 AST_MATCHER(CXXRecordDecl, declaresNoConstructor) { return !declaresConstructor(Node); }
@@ -280,7 +301,7 @@ AST_MATCHER(DeclRefExpr, isCalleeOfCall) {
 
 Rule makeThreadFabricRule() {
   auto ctor = cxxConstructorDecl(ofClass(classNeedingFabric()), unless(isImplicit()), unless(isCopyConstructor()),
-                                 unless(isMoveConstructor()), unless(isDeleted()))
+                                 unless(isMoveConstructor()), unless(isDeleted()), unless(isDefaulted()))
                   .bind("ctor");
   auto construct =
       cxxConstructExpr(hasDeclaration(cxxConstructorDecl(ofClass(classNeedingFabric()), unless(isCopyConstructor()),

@@ -71,12 +71,19 @@
 // NSDMI: {{^}}  explicit Configured(fabric::Fabric& fabric, int epochs) : fabric_(fabric), epochs_(epochs) {{{$}}
 // NSDMI-NEXT: {{^}}    fabric_.setup(model_, optimizer_);{{$}}
 // NSDMI-NEXT: {{^}}  }{{$}}
+// NSDMI: {{^}}class Defaulted {{{$}}
+// NSDMI-NEXT: {{^}} public:{{$}}
+// NSDMI-NEXT: {{^}}  explicit Defaulted(fabric::Fabric& fabric) : fabric_(fabric) {{{$}}
+// NSDMI-NEXT: {{^}}    fabric_.setup(model_, optimizer_);{{$}}
+// NSDMI-NEXT: {{^}}  }{{$}}
+// NSDMI-NEXT: {{^}}  void step() {{{$}}
 // NSDMI: {{^}}  fabric.launch();{{$}}
 // NSDMI-NEXT: {{^}}  Trainer trainer(fabric);{{$}}
 // NSDMI: {{^}}  auto quiet = std::make_unique<Quiet>(fabric);{{$}}
 // NSDMI: {{^}}  Configured configured(fabric, 2);{{$}}
+// NSDMI: {{^}}  Defaulted defaulted(fabric);{{$}}
 // NSDMI: {{^}}  Bundle bundle{fabric};{{$}}
-// NSDMI-MSG: thread-member-initialisers.cpp:64:1: warning: this aggregate's default member initialisers make an optimizer over its model, and it has no constructor to set them up in{{.*}}[fabric-setup]
+// NSDMI-MSG: thread-member-initialisers.cpp:80:1: warning: this aggregate's default member initialisers make an optimizer over its model, and it has no constructor to set them up in{{.*}}[fabric-setup]
 // NSDMI-MSG-NOT: thread-member-initialisers.cpp:{{.*}}: {{(warning|error)}}
 
 // Lambdas: `[&]` reaches the Fabric parameter its function gets; a lambda

@@ -59,6 +59,22 @@ class Configured {
   torch::optim::Adam optimizer_{model_->parameters()};
 };
 
+// A defaulted default constructor (`= default` makes nothing of its own):
+// it becomes the constructor that takes the Fabric.
+class Defaulted {
+ public:
+  Defaulted() = default;
+  void step() {
+    torch::Tensor loss = model_->forward(torch::ones({2})).sum();
+    loss.backward();
+    optimizer_.step();
+  }
+
+ private:
+  Net model_;
+  torch::optim::SGD optimizer_{model_->parameters(), torch::optim::SGDOptions(0.1)};
+};
+
 // An aggregate: no constructor to set up in, and a brace list may give any
 // member: reported.
 struct Bundle {
@@ -73,6 +89,8 @@ int main() {
   quiet->step();
   Configured configured(2);
   configured.fit();
+  Defaulted defaulted;
+  defaulted.step();
   Bundle bundle;
   torch::Tensor loss = bundle.model->forward(torch::ones({2})).sum();
   loss.backward();
