@@ -275,11 +275,12 @@ std::vector<Creation> memberInitializerCreations(const CXXRecordDecl& record, AS
   return creations;
 }
 
+std::string optimizerText(const Creation& creation) {
+  return (creation.pointerLike ? "*" : "") + creation.handle->getName().str();
+}
+
 std::string setupCalls(const SetupGroup& group, size_t creations, const std::string& fabric, const std::string& indent,
                        ASTContext& context) {
-  auto optimizerText = [](const Creation& creation) {
-    return (creation.pointerLike ? "*" : "") + creation.handle->getName().str();
-  };
   std::string text;
   for (size_t i = 0; i < group.models.size(); ++i) {
     const Expr& model = *group.models[i].reference;

@@ -82,6 +82,9 @@ struct SetupGroup {
 };
 std::vector<SetupGroup> setupGroups(const std::vector<Creation>& creations);
 
+// How a setup call names the optimizer: `opt`, or `*opt` for one held by pointer.
+std::string optimizerText(const Creation& creation);
+
 // `fabric.setup(model, optimizer...);` for `group`, naming its first
 // `creations` optimizers (`*opt` for one held by pointer); one call per
 // model, the later ones on lines of their own indented by `indent`.

@@ -136,10 +136,6 @@ void contextOf(const MatchResult& result, Context& out) {
   }
 }
 
-std::string optimizerText(const optimizers::Creation& creation) {
-  return (creation.pointerLike ? "*" : "") + creation.handle->getName().str();
-}
-
 llvm::SmallVector<Edit, 1> insertion(SourceLocation at, std::string text) {
   Edit edit;
   edit.Range = CharSourceRange::getCharRange(at, at);
@@ -159,7 +155,8 @@ EditGenerator setupAfterLastCreation() {
         text += "\n" + indent +
                 optimizers::setupCalls(*group, creations, edits::fabricNameAt(result), indent, *result.Context);
       for (const optimizers::Creation* later : context.laterOptimizers)
-        text += "\n" + indent + edits::fabricNameAt(result) + ".setup_optimizer(" + optimizerText(*later) + ");";
+        text += "\n" + indent + edits::fabricNameAt(result) + ".setup_optimizer(" + optimizers::optimizerText(*later) +
+                ");";
       return text;
     };
     const SourceManager& sm = *result.SourceManager;

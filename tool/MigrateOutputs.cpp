@@ -252,9 +252,15 @@ bool writeReports(const MigrateOptions& options, const MigrationInputs& in, cons
   auto inRoot = [&](const std::string& path) {
     return isUnderOrEqual(path, in.root) && path != in.root ? relativeTo(path, in.root) : path;
   };
+  // The code before and after: only the Markdown and HTML reports show it.
+  const bool showsChanges =
+      std::any_of(options.reportPaths.begin(), options.reportPaths.end(), [](const std::string& p) {
+        llvm::StringRef extension = llvm::sys::path::extension(p);
+        return extension == ".md" || extension == ".html";
+      });
   for (const auto& [path, r] : outcome.rendered) {
     plan.files.push_back(inRoot(path));
-    if (auto file = result.files.find(path); file != result.files.end() && !r.merged.edits.empty())
+    if (auto file = result.files.find(path); showsChanges && file != result.files.end() && !r.merged.edits.empty())
       plan.changes[inRoot(path)] =
           unifiedDiff(file->second.original, r.merged.edits, "a/" + inRoot(path), "b/" + inRoot(path));
   }

@@ -200,7 +200,7 @@ std::vector<std::string> metricChartsSvg(const VerifyRuns& runs) {
 }
 
 std::string verifyHtml(const std::vector<Check>& checks, const std::string& subject, bool equivalent,
-                       const VerifyRuns& runs, const std::string& migrationReport) {
+                       const VerifyRuns& runs, const std::string& lossCurves, const std::string& migrationReport) {
   std::string page = "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>fabricize verify: " +
                      htmlEscaped(subject) +
                      "</title>\n<style>body{font-family:sans-serif;margin:2em;max-width:1000px}"
@@ -210,7 +210,7 @@ std::string verifyHtml(const std::vector<Check>& checks, const std::string& subj
                      htmlEscaped(subject) + "</h1>\n";
   page += equivalent ? "<p class=\"pass\"><b>Equivalent</b>: every check passed.</p>\n"
                      : "<p class=\"fail\">Differences found (exit 1): see the failed checks.</p>\n";
-  page += "<h2>Losses</h2>\n" + lossCurvesSvg(runs);
+  page += "<h2>Losses</h2>\n" + lossCurves;
   std::vector<std::string> metrics = metricChartsSvg(runs);
   if (!metrics.empty()) {
     page += "<h2>Printed metrics</h2>\n";
@@ -281,10 +281,11 @@ int reportVerdict(const VerifyOptions& o, const std::vector<Check>& checks, cons
     if (problem.empty())
       problem = writeFileAtomically(
           base + ".md", markdown(checks, subject, verdict, runs.migrationFindings, migrationReport, svgName));
-    if (problem.empty()) problem = writeFileAtomically(base + ".svg", lossCurvesSvg(runs));
+    const std::string curves = lossCurvesSvg(runs);
+    if (problem.empty()) problem = writeFileAtomically(base + ".svg", curves);
     if (problem.empty())
       problem =
-          writeFileAtomically(base + ".html", verifyHtml(checks, subject, verdict == kEquivalent, runs,
+          writeFileAtomically(base + ".html", verifyHtml(checks, subject, verdict == kEquivalent, runs, curves,
                                                          migrationReport.empty() ? "" : o.work + "/migration.html"));
     if (!problem.empty()) {
       error = problem;

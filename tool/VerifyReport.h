@@ -41,7 +41,8 @@ int reportVerdict(const VerifyOptions& options, const std::vector<Check>& checks
                   std::string& error);
 
 // The whole report as one HTML page (inline SVG, no script).
+// `lossCurves`: lossCurvesSvg(runs), drawn once for the page and the .svg.
 std::string verifyHtml(const std::vector<Check>& checks, const std::string& subject, bool equivalent,
-                       const VerifyRuns& runs, const std::string& migrationReport);
+                       const VerifyRuns& runs, const std::string& lossCurves, const std::string& migrationReport);
 
 }  // namespace fabricize
