@@ -32,4 +32,31 @@ bool readAfter(const clang::VarDecl& var, const clang::Stmt& loop, const clang::
 // The local variable (not a parameter) `e` names, if any.
 const clang::VarDecl* localVariable(const clang::Expr* e);
 
+// --- Data members (a trainer's `seen_`, `total_loss_`) ----------------------
+// The data member of `this` that `e` names (`seen_`, `this->seen_`), if any.
+const clang::FieldDecl* thisMember(const clang::Expr* e);
+
+// The data members of the function's class that the loop's body accumulates
+// into as accumulatorsOf's sums (arithmetic or tensor, never assigned
+// outright in the loop), that the function resets (`seen_ = 0;`) before the
+// loop in a block that runs the loop once per reset, that are read outside
+// the loop (after it, or in another member function: `fit()` dividing
+// what `evaluate()` summed), and that are not all-reduced after it yet.
+// Each pass starts afresh, so a reduce after the loop gives the sum over
+// the whole data, as locals get.
+std::vector<const clang::FieldDecl*> memberSumsOf(const clang::Stmt& loop, const clang::FunctionDecl& function,
+                                                  clang::ASTContext& context);
+
+// The members the loop's body accumulates into (as above) that it never
+// resets before the loop: running totals across calls, which a reduce after
+// the loop would count again on the next call. Read outside the loop.
+std::vector<const clang::FieldDecl*> memberRunningTotalsOf(const clang::Stmt& loop, const clang::FunctionDecl& function,
+                                                           clang::ASTContext& context);
+
+// `field` is read outside `loop`: after it in `function`, or in another
+// member function of its class (one whose body this translation unit lacks
+// counts as reading it). Assignments to it are not reads.
+bool memberReadOutside(const clang::FieldDecl& field, const clang::Stmt& loop, const clang::FunctionDecl& function,
+                       clang::ASTContext& context);
+
 }  // namespace fabricize::metrics

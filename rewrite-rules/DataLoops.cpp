@@ -1553,7 +1553,8 @@ const LoopPlan& planFor(const Stmt& loop, ASTContext& context) {
     // An evaluation: worth sharding only when it runs the model and sums
     // metrics it reads after.
     std::vector<const VarDecl*> sums = metrics::accumulatorsOf(loop, *function->getBody(), context);
-    if (!runsModel(loop, context) || sums.empty()) {
+    // Or members a class's evaluate() sums afresh for its fit() to read.
+    if (!runsModel(loop, context) || (sums.empty() && metrics::memberSumsOf(loop, *function, context).empty())) {
       plan.reason = "it runs no backward pass and sums no model output read after it";
       return done();
     }

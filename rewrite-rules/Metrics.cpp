@@ -57,6 +57,30 @@ std::vector<const VarDecl*> perRankObjectsOf(const Stmt& loop, const Stmt& funct
   return objects;
 }
 
+std::vector<const FieldDecl*> perRankMembersOf(const Stmt& loop, const FunctionDecl& function, ASTContext& context) {
+  std::vector<const FieldDecl*> members;
+  auto add = [&](const FieldDecl* field) {
+    if (field && !llvm::is_contained(members, field) && memberReadOutside(*field, loop, function, context))
+      members.push_back(field);
+  };
+  std::vector<const FieldDecl*> runningTotals = memberRunningTotalsOf(loop, function, context);
+  walk(bodyOf(loop), [&](const Stmt& s) {
+    if (const auto* call = dyn_cast<CXXMemberCallExpr>(&s)) {
+      const FieldDecl* field = thisMember(call->getImplicitObjectArgument());
+      if (!field || !call->getMethodDecl() || call->getMethodDecl()->isConst() || !isTallyClass(field->getType()))
+        return;
+      for (const Expr* argument : call->arguments())
+        if (isPerRankValue(*argument, context)) return add(field);
+      return;
+    }
+    // `total_ += loss.item<double>()` into a running total.
+    auto [target, value] = statements::assignmentSides(s);
+    const FieldDecl* field = thisMember(target);
+    if (field && value && llvm::is_contained(runningTotals, field) && isPerRankValue(*value, context)) add(field);
+  });
+  return members;
+}
+
 bool isReducedSum(const VarDecl& var, ASTContext& context) {
   const FunctionDecl* function = match::enclosingFunction(DynTypedNode::create(var), context);
   if (!function || !function->getBody()) return false;

@@ -20,6 +20,16 @@ namespace fabricize::metrics {
 std::vector<const clang::VarDecl*> perRankObjectsOf(const clang::Stmt& loop, const clang::Stmt& functionBody,
                                                     clang::ASTContext& context);
 
+// Data members of the function's class that the loop feeds with this rank's
+// values and that are read outside it (after it, or in another member
+// function): objects of the program's own fed through non-const calls
+// given a per-rank value (`meter_.update(loss.item<double>())`,
+// `losses_.push_back(...)`), and running totals of per-rank values that
+// the function does not reset before the loop (memberRunningTotalsOf). No
+// edit can make them whole: each rank's covers its shard.
+std::vector<const clang::FieldDecl*> perRankMembersOf(const clang::Stmt& loop, const clang::FunctionDecl& function,
+                                                      clang::ASTContext& context);
+
 // `var` is all-reduced in its function: by hand, or by fabric-reduce-metric
 // (a sum of a loop over a loader).
 bool isReducedSum(const clang::VarDecl& var, clang::ASTContext& context);

@@ -21,6 +21,127 @@ AST_MATCHER(clang::Expr, isTrainingState) {
 
 AST_MATCHER(clang::Expr, isPerRankValue) { return metrics::isPerRankValue(Node, Finder->getASTContext()); }
 
+// `archive` when `expr` names a default-constructed local archive variable.
+const clang::VarDecl* localArchive(const clang::Expr* expr, llvm::StringRef archiveClass) {
+  const auto* reference = expr ? llvm::dyn_cast<clang::DeclRefExpr>(expr->IgnoreParenImpCasts()) : nullptr;
+  const auto* archive = reference ? llvm::dyn_cast<clang::VarDecl>(reference->getDecl()) : nullptr;
+  if (!archive || !archive->isLocalVarDecl() || archive->isStaticLocal() || archive->getType()->isReferenceType())
+    return nullptr;
+  const clang::CXXRecordDecl* record = archive->getType()->getAsCXXRecordDecl();
+  if (!record || record->getQualifiedNameAsString() != archiveClass) return nullptr;
+  const auto* construction = llvm::dyn_cast_or_null<clang::CXXConstructExpr>(archive->getInit());
+  return construction && construction->getNumArgs() == 0 ? archive : nullptr;
+}
+
+// `method(path, ...)`: its first parameter is an std::string (the overload
+// that names a file, not a stream or a buffer).
+bool takesPathFirst(const clang::CXXMethodDecl* method, llvm::StringRef name) {
+  if (!method || method->getName() != name || method->getNumParams() < 1) return false;
+  const clang::CXXRecordDecl* first = method->getParamDecl(0)->getType().getNonReferenceType()->getAsCXXRecordDecl();
+  return first && first->isInStdNamespace() && first->getName() == "basic_string";
+}
+
+// How many expressions in `code` name `variable`.
+int namesOf(const clang::VarDecl& variable, const clang::Stmt& code) {
+  int names = 0;
+  if (const auto* reference = llvm::dyn_cast<clang::DeclRefExpr>(&code)) names += reference->getDecl() == &variable;
+  for (const clang::Stmt* child : code.children())
+    if (child) names += namesOf(variable, *child);
+  return names;
+}
+
+// The call `statement` is, when it is one (`archive.load_from(path);`).
+const clang::CXXMemberCallExpr* memberCallStatement(const clang::Stmt* statement) {
+  if (const auto* cleanups = llvm::dyn_cast_or_null<clang::ExprWithCleanups>(statement))
+    statement = cleanups->getSubExpr();
+  return llvm::dyn_cast_or_null<clang::CXXMemberCallExpr>(statement);
+}
+
+// `model->load(archive)` / `optimizer.save(archive)`: binds the model or
+// optimizer as spelled to "value", and "dereference" when the Fabric takes
+// it as `*value` (through a raw pointer or a smart pointer to anything but a
+// module: torch::save and fabric.load take holders and shared_ptr<Module>
+// as they are, an optimizer only as itself).
+bool bindsTrainingStateOf(const clang::CXXMemberCallExpr& call, llvm::StringRef method,
+                          clang::ast_matchers::internal::BoundNodesTreeBuilder& builder) {
+  const clang::CXXMethodDecl* callee = call.getMethodDecl();
+  if (!callee || callee->getName() != method) return false;
+  const clang::CXXRecordDecl* owner = callee->getParent();
+  if (!derivesFrom(*owner, "torch::nn::Module") && !derivesFrom(*owner, "torch::optim::Optimizer")) return false;
+  const clang::Expr* object = call.getImplicitObjectArgument()->IgnoreParenImpCasts();
+  bool dereference = false;
+  if (const auto* arrow = llvm::dyn_cast<clang::CXXOperatorCallExpr>(object);
+      arrow && arrow->getOperator() == clang::OO_Arrow) {
+    object = arrow->getArg(0)->IgnoreParenImpCasts();
+    dereference = !isModuleType(object->getType()) || isUniquePointerToModule(object->getType());
+  } else if (object->getType()->isPointerType()) {
+    dereference = true;
+  }
+  builder.setBinding("value", clang::DynTypedNode::create(*object));
+  if (dereference) builder.setBinding("dereference", clang::DynTypedNode::create(*object));
+  return true;
+}
+
+// The second statement of an archive's only trip between a file and a model
+// or an optimizer: a local `torch::serialize::InputArchive archive;` read by
+// `archive.load_from(path);` and then handed to `model->load(archive);`
+// (the matched call, `archiveIsArgument`), or an OutputArchive filled by
+// `model->save(archive);` and then written by `archive.save_to(path);` (the
+// matched call). The two statements are adjacent in one block after the
+// declaration, and nothing else names the archive: the three become one
+// fabric.load/fabric.save with the same path and object. Binds "value",
+// "path", "firstOfTrip" and "archiveDeclaration".
+AST_MATCHER_P(clang::CXXMemberCallExpr, endsArchiveTrip, bool, archiveIsArgument) {
+  clang::ASTContext& context = Finder->getASTContext();
+  const clang::Expr* archiveUse =
+      archiveIsArgument ? (Node.getNumArgs() == 1 ? Node.getArg(0) : nullptr) : Node.getImplicitObjectArgument();
+  const clang::VarDecl* archive = localArchive(
+      archiveUse, archiveIsArgument ? "torch::serialize::InputArchive" : "torch::serialize::OutputArchive");
+  if (!archive) return false;
+  // The statement the call is, and the block it is in.
+  clang::DynTypedNode statement = clang::DynTypedNode::create(Node);
+  auto parents = context.getParents(statement);
+  if (parents.size() == 1 && parents[0].get<clang::ExprWithCleanups>()) {
+    statement = parents[0];
+    parents = context.getParents(statement);
+  }
+  const auto* block = parents.size() == 1 ? parents[0].get<clang::CompoundStmt>() : nullptr;
+  if (!block) return false;
+  const clang::Stmt* previous = nullptr;
+  const clang::DeclStmt* declaration = nullptr;
+  for (const clang::Stmt* child : block->body()) {
+    if (child == statement.get<clang::Stmt>()) break;
+    if (const auto* decl = llvm::dyn_cast<clang::DeclStmt>(child);
+        decl && decl->isSingleDecl() && decl->getSingleDecl() == archive)
+      declaration = decl;
+    previous = child;
+  }
+  const clang::CXXMemberCallExpr* first = memberCallStatement(previous);
+  if (!declaration || !first || previous == declaration) return false;
+  if (archiveIsArgument) {
+    // archive.load_from(path[, device]): the path overload.
+    if (!takesPathFirst(first->getMethodDecl(), "load_from") ||
+        localArchive(first->getImplicitObjectArgument(), "torch::serialize::InputArchive") != archive)
+      return false;
+    if (!bindsTrainingStateOf(Node, "load", *Builder)) return false;
+    Builder->setBinding("path", clang::DynTypedNode::create(*first->getArg(0)));
+  } else {
+    if (!takesPathFirst(Node.getMethodDecl(), "save_to") || first->getNumArgs() != 1 ||
+        localArchive(first->getArg(0), "torch::serialize::OutputArchive") != archive ||
+        !bindsTrainingStateOf(*first, "save", *Builder))
+      return false;
+    Builder->setBinding("path", clang::DynTypedNode::create(*Node.getArg(0)));
+  }
+  // Named nowhere else in the function: an archive that also carries an
+  // epoch or a second module keeps its own save_to/load_from.
+  const clang::FunctionDecl* function = enclosingFunction(statement, context);
+  if (!function || !function->getBody()) return false;
+  if (namesOf(*archive, *function->getBody()) != 2) return false;
+  Builder->setBinding("firstOfTrip", clang::DynTypedNode::create(*previous));
+  Builder->setBinding("archiveDeclaration", clang::DynTypedNode::create(*declaration));
+  return true;
+}
+
 }  // namespace
 
 Rule makeCheckpointRule() {
@@ -46,17 +167,36 @@ Rule makeCheckpointRule() {
     return cxxMemberCallExpr(callee(save_to_path), on(object), hasArgument(0, expr().bind("path")), inFabricScope())
         .bind("call");
   };
+  // A model or an optimizer carried through an archive of its own: one
+  // fabric.save/fabric.load of the same file.
+  auto archive_trip = [](bool archiveIsArgument, std::string member) {
+    return makeRule(
+        cxxMemberCallExpr(endsArchiveTrip(archiveIsArgument), inFabricScope()).bind("call"),
+        flatten(edits::removeStatement("archiveDeclaration"), edits::removeStatement("firstOfTrip"),
+                changeTo(node("call"), cat(edits::fabricMember(member + "("), node("path"), ", ",
+                                           ifBound("dereference", cat("*"), cat("")), node("value"), ")"))),
+        cat(archiveIsArgument ? "the archive only carried this file into the model or optimizer: fabric.load(path, "
+                                "value) reads it on every rank and overwrites the set-up parameters in place (a "
+                                "sharded strategy keeps each rank's shard of the optimizer's state), where "
+                                "Module::load/Optimizer::load would replace them behind the strategy's back"
+                              : "the archive only carried the model or optimizer into this file: fabric.save(path, "
+                                "value) writes the same file on rank 0, atomically (a sharded strategy gathers the "
+                                "optimizer's state first); every rank calls"));
+  };
   return {
       "fabric-checkpoint", "+",
       "torch::save(value, path) becomes fabric.save(path, value) (rank 0 writes, atomically), "
-      "torch::load(value, path) becomes fabric.load(path, value), and an archive's "
-      "save_to(path) becomes fabric.save(path, archive).",
+      "torch::load(value, path) becomes fabric.load(path, value), an archive that only "
+      "carries a model or an optimizer to or from a file becomes fabric.save/fabric.load of that "
+      "object, and any other archive's save_to(path) becomes fabric.save(path, archive).",
       RuleKind::Rewrite,
       applyFirst<std::string>({
           // Already on one rank (`if (fabric.is_global_zero())`): the
           // collective fabric.save there would wait for the others.
           makeRule(callExpr(call("::torch::save"), onOneRankOnly()), noEdits(), cat("written on one rank")),
           makeRule(cxxMemberCallExpr(archive_save_to(expr()), onOneRankOnly()), noEdits(), cat("written on one rank")),
+          archive_trip(false, "save"),
+          archive_trip(true, "load"),
           makeRule(callExpr(call("::torch::save"), perRankBranch, isWholeStatement()),
                    flatten(insertBefore(node("call"), cat("if (", edits::fabricMember("is_global_zero()"), ") ")),
                            noopEdit(node("condition"))),

@@ -36,7 +36,9 @@ std::vector<const VarDecl*> tallies(const Stmt& loop, const Stmt& functionBody, 
 
 AST_MATCHER(Stmt, feedsPerRankObjects) {
   const FunctionDecl* function = enclosingFunction(DynTypedNode::create(Node), Finder->getASTContext());
-  return function && function->getBody() && !tallies(Node, *function->getBody(), Finder->getASTContext()).empty();
+  return function && function->getBody() &&
+         (!tallies(Node, *function->getBody(), Finder->getASTContext()).empty() ||
+          !metrics::perRankMembersOf(Node, *function, Finder->getASTContext()).empty());
 }
 
 Stencil explainObjects() {
@@ -44,13 +46,24 @@ Stencil explainObjects() {
     const auto* loop = result.Nodes.getNodeAs<Stmt>("loop");
     const auto* function = result.Nodes.getNodeAs<FunctionDecl>("function");
     std::string names;
+    const PrintingPolicy& policy = result.Context->getPrintingPolicy();
     for (const VarDecl* var : tallies(*loop, *function->getBody(), *result.Context))
       names += (names.empty() ? "`" : ", `") + var->getNameAsString() + "` (" +
-               var->getType().getUnqualifiedType().getAsString(result.Context->getPrintingPolicy()) + ")";
+               var->getType().getUnqualifiedType().getAsString(policy) + ")";
+    std::vector<const FieldDecl*> members = metrics::perRankMembersOf(*loop, *function, *result.Context);
+    for (const FieldDecl* field : members)
+      names += (names.empty() ? "`" : ", `") + field->getNameAsString() + "` (a member, " +
+               field->getType().getUnqualifiedType().getAsString(policy) + ")";
+    std::string more = members.empty() ? ""
+                                       : " A member summed across calls (never reset before this loop) would "
+                                         "count earlier calls' sums again if all-reduced after each loop: "
+                                         "reset it before the loop (then fabricize all-reduces it), or reduce "
+                                         "where it is read.";
     return "this loop sees one rank's shard of the data, and " + names +
            " collect its values and are read after it: on N ranks they cover 1/N of the data. All-reduce "
            "what they sum before reading them (keep the sums in plain numbers, which fabricize all-reduces "
-           "after the loop, or pass them through fabric.all_reduce(x, fabric::ReduceOp::Sum))";
+           "after the loop, or pass them through fabric.all_reduce(x, fabric::ReduceOp::Sum))." +
+           more;
   });
 }
 

@@ -87,13 +87,25 @@ std::vector<const CallExpr*> divisorsOf(const std::vector<const VarDecl*>& sums,
   return out;
 }
 
+// The names of what is all-reduced after the loop: its sums (locals), then
+// the members it sums afresh each call (metrics::memberSumsOf).
+std::vector<std::string> reducedNames(const Stmt& loop, const FunctionDecl& function, ASTContext& context) {
+  std::vector<std::string> names;
+  for (const VarDecl* var :
+       laterSumsRemoved(loop, metrics::accumulatorsOf(loop, *function.getBody(), context), function, context))
+    names.push_back(var->getName().str());
+  for (const FieldDecl* field : metrics::memberSumsOf(loop, function, context)) names.push_back(field->getName().str());
+  return names;
+}
+
 EditGenerator reduceAfterLoop() {
   return [](const MatchResult& result) -> llvm::Expected<llvm::SmallVector<Edit, 1>> {
     const auto* loop = result.Nodes.getNodeAs<Stmt>("loop");
     const auto* function = result.Nodes.getNodeAs<FunctionDecl>("function");
     std::vector<const VarDecl*> sums = laterSumsRemoved(
         *loop, metrics::accumulatorsOf(*loop, *function->getBody(), *result.Context), *function, *result.Context);
-    if (sums.empty()) return llvm::SmallVector<Edit, 1>();
+    std::vector<std::string> names = reducedNames(*loop, *function, *result.Context);
+    if (names.empty()) return llvm::SmallVector<Edit, 1>();
     // Over a loader class of the project's own: only if that class is
     // sharded, which the file that defines it decides (Threading.h).
     const dataloops::LoopPlan& plan = dataloops::planFor(*loop, *result.Context);
@@ -105,8 +117,7 @@ EditGenerator reduceAfterLoop() {
     std::string indent = edits::indentationAt(loop->getBeginLoc(), sm);
     std::string fabric = edits::fabricNameAt(result);
     std::string statements;
-    for (const VarDecl* var : sums) {
-      std::string name = var->getName().str();
+    for (const std::string& name : names) {
       statements += "\n" + indent + name + " = " + fabric + ".all_reduce(" + name + ", fabric::ReduceOp::Sum);";
     }
     Edit edit;
@@ -142,9 +153,8 @@ Stencil explainSums() {
     const auto* loop = result.Nodes.getNodeAs<Stmt>("loop");
     const auto* function = result.Nodes.getNodeAs<FunctionDecl>("function");
     std::string names;
-    for (const VarDecl* var : laterSumsRemoved(
-             *loop, metrics::accumulatorsOf(*loop, *function->getBody(), *result.Context), *function, *result.Context))
-      names += (names.empty() ? "" : ", ") + var->getName().str();
+    for (const std::string& name : reducedNames(*loop, *function, *result.Context))
+      names += (names.empty() ? "" : ", ") + name;
     return "this loop sees one rank's shard of the data: the sums read after it (" + names +
            ") are all-reduced so they cover the whole data set, as with one process";
   });

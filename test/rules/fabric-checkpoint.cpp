@@ -12,6 +12,7 @@ struct NetImpl : torch::nn::Module {
 TORCH_MODULE(Net);
 
 void train_agent();
+void resume(const std::string& prefix);
 
 // CHECK: {{^  }}fabric.save("model.pt", model);
 // CHECK-NEXT: {{^  }}fabric.save(path + ".opt", optimizer);
@@ -44,6 +45,7 @@ int main() {
   shared_archive->save_to("shared.pt");
   torch::serialize::OutputArchive* raw_archive = &archive;
   train_agent();
+  resume(path);
   raw_archive->save_to("raw.pt");
   return 0;
 }
@@ -93,4 +95,86 @@ void train_agent() {
     reward.backward();
     optimizer.step();
   }
+}
+
+// An archive that only carries one model or optimizer between a file and the
+// object becomes one fabric.save/fabric.load of that object (a holder or a
+// shared_ptr to a module as it is; a raw or unique pointer, or an optimizer
+// through a pointer, as `*`). An archive that carries more, is named again,
+// or whose read is not right before its use keeps its calls.
+// CHECK-LABEL: void resume(fabric::Fabric& fabric, const std::string& prefix) {
+// CHECK: {{^}}  fabric.save(prefix + "_model.pt", model);
+// CHECK-NEXT: {{^}}  fabric.save(prefix + "_optimizer.pt", *optimizer);
+// CHECK-NEXT: {{^}}  // Read back, as a resume does.
+// CHECK-NEXT: {{^}}  fabric.load(prefix + "_model.pt", model);
+// CHECK-NEXT: {{^}}  fabric.load(prefix + "_optimizer.pt", *optimizer);
+// CHECK-NEXT: {{^}}  fabric.load("raw.pt", *raw);
+// CHECK-NEXT: {{^}}  fabric.load("shared.pt", shared);
+// CHECK-NEXT: {{^}}  fabric.load("owned.pt", *owned);
+// CHECK-NEXT: {{^}}  fabric.load("by_value.pt", by_value);
+// CHECK-NEXT: {{^}}  torch::serialize::OutputArchive both;
+// CHECK-NEXT: {{^}}  model->save(both);
+// CHECK-NEXT: {{^}}  optimizer->save(both);
+// CHECK-NEXT: {{^}}  fabric.save("both.pt", both);
+// CHECK-NEXT: {{^}}  torch::serialize::InputArchive late;
+// CHECK-NEXT: {{^}}  late.load_from("late.pt");
+// CHECK-NEXT: {{^}}  fabric.print() << "loading" << std::endl;
+// CHECK-NEXT: {{^}}  model->load(late);
+// CHECK-NEXT: {{^}}  torch::serialize::InputArchive streamed;
+// CHECK-NEXT: {{^}}  streamed.load_from(std::cin);
+// CHECK-NEXT: {{^}}  model->load(streamed);
+// CHECK-NEXT: {{^}}  torch::serialize::InputArchive passed;
+// CHECK-NEXT: {{^}}  passed.load_from("passed.pt");
+// CHECK-NEXT: {{^}}  load_into(model, passed);
+// CHECK-NEXT: {{^}}}
+struct PlainNet : torch::nn::Module {
+  torch::Tensor forward(torch::Tensor x);
+};
+void load_into(Net& model, torch::serialize::InputArchive& archive) { model->load(archive); }
+void resume(const std::string& prefix) {
+  Net model;
+  auto optimizer = std::make_unique<torch::optim::SGD>(model->parameters(), torch::optim::SGDOptions(0.1));
+  auto shared = std::make_shared<NetImpl>();
+  NetImpl* raw = shared.get();
+  auto owned = std::make_unique<NetImpl>();
+  PlainNet by_value;
+  torch::serialize::OutputArchive model_archive;
+  model->save(model_archive);
+  model_archive.save_to(prefix + "_model.pt");
+  torch::serialize::OutputArchive optimizer_archive;
+  optimizer->save(optimizer_archive);
+  optimizer_archive.save_to(prefix + "_optimizer.pt");
+  // Read back, as a resume does.
+  torch::serialize::InputArchive model_in;
+  model_in.load_from(prefix + "_model.pt");
+  model->load(model_in);
+  torch::serialize::InputArchive optimizer_in;
+  optimizer_in.load_from(prefix + "_optimizer.pt", torch::Device(torch::kCPU));
+  optimizer->load(optimizer_in);
+  torch::serialize::InputArchive raw_in;
+  raw_in.load_from("raw.pt");
+  raw->load(raw_in);
+  torch::serialize::InputArchive shared_in;
+  shared_in.load_from("shared.pt");
+  shared->load(shared_in);
+  torch::serialize::InputArchive owned_in;
+  owned_in.load_from("owned.pt");
+  owned->load(owned_in);
+  torch::serialize::InputArchive by_value_in;
+  by_value_in.load_from("by_value.pt");
+  by_value.load(by_value_in);
+  torch::serialize::OutputArchive both;
+  model->save(both);
+  optimizer->save(both);
+  both.save_to("both.pt");
+  torch::serialize::InputArchive late;
+  late.load_from("late.pt");
+  std::cout << "loading" << std::endl;
+  model->load(late);
+  torch::serialize::InputArchive streamed;
+  streamed.load_from(std::cin);
+  model->load(streamed);
+  torch::serialize::InputArchive passed;
+  passed.load_from("passed.pt");
+  load_into(model, passed);
 }

@@ -80,6 +80,43 @@ double test_loss(torch::nn::Linear& model, const torch::Tensor& x) {
   return sum / rows.size();
 }
 
+// A trainer's members fed per batch in one member function and read in
+// another: a meter member and a running total it never resets are
+// reported (no reduce after the loop can make them whole); a timer ticked
+// without a value and a count of evaluations are every rank's alike: not.
+class Timer {
+ public:
+  void tick();
+  double elapsed() const;
+};
+class Trainer {
+ public:
+  explicit Trainer(torch::nn::Linear model) : model_(model), optimizer_(model_->parameters(), 0.1) {}
+  template <class Loader>
+  void evaluate(Loader& loader) {
+    torch::NoGradGuard no_grad;
+    // CHECK: fabric-per-rank-metric.cpp:[[@LINE+1]]:5: warning: this loop sees one rank's shard of the data, and `meter_` (a member, RunningMean), `loss_total_` (a member, double) collect its values and are read after it{{.*}}reset it before the loop{{.*}}[fabric-per-rank-metric]
+    for (auto& batch : loader) {
+      auto loss = torch::mse_loss(model_->forward(batch.data), batch.target);
+      meter_.update(loss.template item<double>());
+      loss_total_ += loss.template item<double>();
+      timer_.tick();
+      ++evaluations_;
+    }
+  }
+  void report() const {
+    std::cout << meter_.mean() << " " << loss_total_ << " " << timer_.elapsed() << " " << evaluations_ << std::endl;
+  }
+
+ private:
+  torch::nn::Linear model_;
+  torch::optim::SGD optimizer_;
+  RunningMean meter_;
+  double loss_total_ = 0;
+  Timer timer_;
+  int64_t evaluations_ = 0;
+};
+
 int main() {
   torch::nn::Linear model(4, 1);
   auto loader = torch::data::make_data_loader(Points().map(torch::data::transforms::Stack<>()), 64);
@@ -111,5 +148,8 @@ int main() {
   train_batches(model, optimizer, batches);
   std::cout << predict(model, torch::randn({32, 4})).size() << std::endl;
   std::cout << test_loss(model, torch::randn({32, 4})) << std::endl;
+  Trainer trainer(model);
+  trainer.evaluate(*loader);
+  trainer.report();
   return 0;
 }

@@ -62,6 +62,58 @@ double evaluate_two(Net& model, const torch::Tensor& A, const torch::Tensor& B) 
   return total / count;
 }
 
+// A class's members summed afresh in each call (reset before the loop) and
+// read in another member function (`fit()` dividing what `evaluate()`
+// summed): all-reduced after the loop, as locals are. A count kept across
+// calls (never reset) and a reset sum nothing reads are left alone.
+// CHECK-LABEL: {{^}}class Evaluator {
+// CHECK: {{^      }}++batches_;
+// CHECK-NEXT: {{^    }}}
+// CHECK-NEXT: {{^    }}loss_sum_ = fabric_.all_reduce(loss_sum_, fabric::ReduceOp::Sum);
+// CHECK-NEXT: {{^    }}seen_ = fabric_.all_reduce(seen_, fabric::ReduceOp::Sum);
+// CHECK-NEXT: {{^    }}correct_ = fabric_.all_reduce(correct_, fabric::ReduceOp::Sum);
+// CHECK-NEXT: {{^    }}batches_ = fabric_.all_reduce(batches_, fabric::ReduceOp::Sum);
+// CHECK-NEXT: {{^  }}}
+class Evaluator {
+ public:
+  explicit Evaluator(Net model) : model_(model), optimizer_(model_->parameters(), torch::optim::SGDOptions(0.1)) {}
+  template <class Loader>
+  void evaluate(Loader& loader) {
+    seen_ = 0;
+    this->loss_sum_ = 0.0;
+    correct_ = torch::zeros({1});
+    unread_ = 0;
+    batches_ = 0;
+    for (auto& batch : loader) {
+      auto output = model_->forward(batch.data);
+      loss_sum_ += torch::mse_loss(output, batch.target).template item<double>() * batch.data.size(0);
+      seen_ += batch.data.size(0);
+      correct_ += output.argmax(1).eq(batch.target).sum();
+      ++calls_;
+      ++unread_;
+      ++batches_;
+    }
+  }
+  // Read in a member template only.
+  template <class Out>
+  void report(Out& out) const {
+    out << batches_;
+  }
+  double mean_loss() const { return loss_sum_ / seen_; }
+  double accuracy() const { return correct_.item<double>() / seen_; }
+  int64_t calls() const { return calls_; }
+
+ private:
+  Net model_;
+  torch::optim::SGD optimizer_;
+  int64_t seen_ = 0;
+  double loss_sum_ = 0;
+  torch::Tensor correct_;
+  int64_t calls_ = 0;
+  int64_t unread_ = 0;
+  int64_t batches_ = 0;
+};
+
 // Per epoch: a running total, a batch count, a tensor sum; all reduced. A
 // count kept across epochs (a global step) is every rank's own and is left
 // alone, as is a value assigned rather than summed.
@@ -95,6 +147,10 @@ int main() {
               << " sum " << sum_of_losses.item<double>() << " step " << global_step << std::endl;
   }
   evaluate(model, *loader, 640);
+  Evaluator evaluator(model);
+  evaluator.evaluate(*loader);
+  std::cout << evaluator.mean_loss() << " " << evaluator.accuracy() << " " << evaluator.calls() << std::endl;
+  evaluator.report(std::cout);
   std::printf("two %f\n", evaluate_two(model, torch::randn({40, 4}), torch::randn({30, 4})));
   return 0;
 }

@@ -150,7 +150,8 @@ class OutputArchive final {
 class InputArchive final {
  public:
   InputArchive();
-  void load_from(const std::string& filename);
+  void load_from(const std::string& filename, c10::optional<Device> device = c10::nullopt);
+  void load_from(std::istream& stream);
 };
 }  // namespace serialize
 namespace nn {
@@ -212,6 +213,8 @@ class Optimizer {
   using LossClosure = std::function<Tensor()>;
   void zero_grad();
   virtual Tensor step(LossClosure closure = nullptr);
+  virtual void save(serialize::OutputArchive& archive) const;
+  virtual void load(serialize::InputArchive& archive);
 };
 struct SGDOptions : OptimizerOptions {
   SGDOptions(double lr);
