@@ -237,7 +237,7 @@ Scope fabricScopeOf(const DynTypedNode& node, ASTContext& context) {
     if (capturesThis)
       for (const FunctionDecl* function : enclosingFunctions(node, context))
         if (const auto* method = llvm::dyn_cast<CXXMethodDecl>(function); method && !method->getParent()->isLambda())
-          throughMember = match::holdsFabricOrOptimizer(*method->getParent());
+          throughMember = match::fabricHolderOf(*method->getParent()) != nullptr;
     if (!throughMember) {
       // The lambda gets the Fabric of the code around it added to its
       // captures (`[this, &x]` -> `[this, &x, &fabric]`, a member's through
@@ -279,20 +279,16 @@ Scope fabricScopeOf(const DynTypedNode& node, ASTContext& context) {
     // A lambda's closure holds its captures (an optimizer captured by
     // reference), not members the Fabric can join: the function around it
     // gives the Fabric.
-    if (const auto* method = llvm::dyn_cast<CXXMethodDecl>(function); method && !method->getParent()->isLambda()) {
-      for (const FieldDecl* field : method->getParent()->fields())
-        if (isFabricType(field->getType())) {
-          scope.name = field->getName().str();
-          scope.member = true;
-          return scope;
-        }
-      // The member fabric-thread-fabric is adding in the same run.
-      if (match::holdsFabricOrOptimizer(*method->getParent())) {
-        scope.name = threadedMemberName(*method->getParent());
+    // The class's Fabric member, or its base's (a BaseTrainer's, used by
+    // the overrides of a derived trainer).
+    if (const auto* method = llvm::dyn_cast<CXXMethodDecl>(function); method && !method->getParent()->isLambda())
+      if (const CXXRecordDecl* holder = match::fabricHolderOf(*method->getParent())) {
+        scope.name = threadedMemberName(*holder);
+        for (const FieldDecl* field : holder->fields())
+          if (isFabricType(field->getType())) scope.name = field->getName().str();
         scope.member = true;
         return scope;
       }
-    }
   }
   // No Fabric here yet: main gets one from fabric-insert; any other function
   // only if it can be given one (Threading.h).

@@ -28,6 +28,45 @@ bool holdsFabricOrOptimizer(const CXXRecordDecl& record) {
 
 namespace {
 
+// The nearest base class (or `record` itself) that holds the Fabric or an
+// optimizer, and whether the path to it lets `record` name its members.
+const CXXRecordDecl* keeperOf(const CXXRecordDecl& record, bool nameable) {
+  if (holdsFabricOrOptimizer(record)) return &record;
+  for (const CXXBaseSpecifier& base : record.bases()) {
+    if (base.isVirtual() || (nameable && base.getAccessSpecifier() == AS_private)) continue;
+    const CXXRecordDecl* parent = base.getType()->getAsCXXRecordDecl();
+    if (!parent || !parent->hasDefinition()) continue;
+    const CXXRecordDecl* keeper = keeperOf(*parent->getDefinition(), nameable);
+    if (!keeper || !nameable) {
+      if (keeper) return keeper;
+      continue;
+    }
+    // Its Fabric member (or the first data member, above which it will go)
+    // must be one a derived class may name.
+    const FieldDecl* place = nullptr;
+    for (const FieldDecl* field : keeper->fields())
+      if (isFabric(field->getType())) place = field;
+    if (!place && keeper->field_begin() != keeper->field_end()) place = *keeper->field_begin();
+    if (place && place->getAccess() != AS_private) return keeper;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+const CXXRecordDecl* fabricHolderOf(const CXXRecordDecl& record) { return keeperOf(record, /*nameable=*/true); }
+
+bool derivesFromClassGettingFabric(const CXXRecordDecl& record) {
+  if (holdsFabricOrOptimizer(record)) return false;
+  const CXXRecordDecl* keeper = keeperOf(record, /*nameable=*/false);
+  if (!keeper) return false;
+  for (const FieldDecl* field : keeper->fields())
+    if (isFabric(field->getType())) return false;
+  return true;
+}
+
+namespace {
+
 // A statement that ends the function or the program as a failure.
 bool failsHere(const Stmt& statement, ASTContext& context) {
   const Stmt* s = &statement;
@@ -107,8 +146,10 @@ bool isThreadableFunction(const FunctionDecl& function, ASTContext& context) {
   if (!threading::blockedReason(*pattern).empty()) return false;
   for (const ParmVarDecl* parameter : pattern->parameters())
     if (isFabric(parameter->getType())) return false;
+  // A method of a class that keeps the Fabric, or whose base does, uses
+  // the member.
   if (const auto* method = dyn_cast<CXXMethodDecl>(pattern))
-    if (holdsFabricOrOptimizer(*method->getParent())) return false;
+    if (fabricHolderOf(*method->getParent())) return false;
   if (const FunctionDecl* definition = pattern->getDefinition())
     if (const Stmt* body = definition->getBody()) {
       using namespace ast_matchers;

@@ -173,6 +173,20 @@ const clang::FunctionDecl* enclosingFunction(const clang::DynTypedNode& node, cl
 // The class keeps the Fabric, or will (fabric-thread-fabric: it holds an optimizer).
 bool holdsFabricOrOptimizer(const clang::CXXRecordDecl& record);
 
+// The class whose Fabric member `record`'s code uses: `record` itself when
+// it holds the Fabric or an optimizer (fabric-thread-fabric gives it the
+// member), else the nearest base that does (a BaseTrainer whose overrides
+// train), reached through public or protected inheritance, whose member
+// a derived class can name (the Fabric member goes above its first data
+// member, which is not private). Null when there is none.
+const clang::CXXRecordDecl* fabricHolderOf(const clang::CXXRecordDecl& record);
+// A class that holds neither the Fabric nor an optimizer but derives from
+// one that will get the Fabric (through any inheritance but virtual; no
+// Fabric member yet): its constructors take the Fabric and hand it to
+// their base, whose constructor will require it.
+bool derivesFromClassGettingFabric(const clang::CXXRecordDecl& record);
+AST_MATCHER(clang::CXXRecordDecl, inheritsFabricToCome) { return derivesFromClassGettingFabric(Node); }
+
 // A class that trains (it holds an optimizer, by value, reference or
 // pointer) but has no Fabric yet: the Fabric is threaded into it
 // (fabric-thread-fabric) as a reference member.
@@ -184,6 +198,12 @@ inline DeclarationMatcher classNeedingFabric() {
   return cxxRecordDecl(unless(isExpansionInSystemHeader()), unless(isLibTorchDeclaration()), isDefinition(),
                        unless(isImplicit()), has(fieldDecl(hasType(optimizerHandleType()))),
                        unless(has(fieldDecl(hasType(valueOrReference(fabricType()))))));
+}
+
+// A class of the project's own that inheritsFabricToCome.
+inline DeclarationMatcher classInheritingFabric() {
+  return cxxRecordDecl(unless(isExpansionInSystemHeader()), unless(isLibTorchDeclaration()), isDefinition(),
+                       unless(isImplicit()), inheritsFabricToCome());
 }
 
 // Whether `range` begins or ends inside a macro expansion, where no edit may

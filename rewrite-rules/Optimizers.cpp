@@ -93,6 +93,23 @@ void collectModels(const Expr* expression, const LocalUses& uses, std::set<const
     out.push_back(model);
   };
   forEachStatement(expression, [&](const Stmt& s) {
+    // A factory of the class's own (`optimizer_ = make_optimizer(lr);` in a
+    // BaseTrainer): the members whose parameters the optimizer it returns
+    // trains (`return std::make_unique<Adam>(model_->parameters(), ...)`).
+    if (const auto* call = dyn_cast<CXXMemberCallExpr>(&s))
+      if (const auto* object = dyn_cast_or_null<CXXThisExpr>(call->getImplicitObjectArgument()->IgnoreParenImpCasts());
+          object && object->isImplicit())
+        if (const FunctionDecl* callee = call->getDirectCallee(); callee && visited.insert(callee).second)
+          if (const FunctionDecl* definition = callee->getDefinition(); definition && definition->getBody()) {
+            LocalUses theirs = usesIn(definition->getBody());
+            std::vector<Model> returned;
+            forEachStatement(definition->getBody(), [&](const Stmt& inner) {
+              if (const auto* ret = dyn_cast<ReturnStmt>(&inner); ret && ret->getRetValue())
+                collectModels(ret->getRetValue(), theirs, visited, returned);
+            });
+            for (const Model& model : returned)
+              if (isa<FieldDecl>(model.decl)) addModel(model);
+          }
     // A model handed to a function that builds the optimizer or its
     // parameter list: `make_optimizer(model, lr)`, `build_groups(*net)`.
     if (const auto* call = dyn_cast<CallExpr>(&s); call && !isa<CXXOperatorCallExpr>(call))

@@ -4,6 +4,9 @@
 //    declaration and the definition, the member initialised from it, and
 //    the Fabric passed where it is constructed (also through
 //    std::make_unique/make_shared). The other rules then use the member.
+//  - A class derived from one (a ClassificationTrainer over a BaseTrainer
+//    that holds the optimizer) uses the base's member, virtual overrides
+//    included; its constructors take the Fabric and hand it to the base.
 //  - Any other function whose code needs the Fabric (a train() that calls
 //    backward, a test() that prints) gets a `fabric::Fabric& fabric`
 //    parameter at every declaration, and every call passes it. Whether it
@@ -165,10 +168,63 @@ EditGenerator initialiseMember() {
   };
 }
 
+// A derived trainer's constructor hands the Fabric it now takes to the base
+// that keeps it: `: BaseTrainer(fabric, model, lr)` (the Fabric first in the
+// written base or delegating initialiser, or a base initialiser of its own
+// when the base was default-constructed).
+EditGenerator passFabricToBase() {
+  return [](const MatchResult& result) -> llvm::Expected<llvm::SmallVector<Edit, 1>> {
+    const auto* ctor = result.Nodes.getNodeAs<CXXConstructorDecl>("ctor");
+    const SourceManager& sm = *result.SourceManager;
+    for (const CXXCtorInitializer* init : ctor->inits()) {
+      if (!init->isWritten() || !(init->isBaseInitializer() || init->isDelegatingInitializer())) continue;
+      const CXXRecordDecl* base = init->isBaseInitializer() ? init->getBaseClass()->getAsCXXRecordDecl() : nullptr;
+      if (base && !derivesFromClassGettingFabric(*base) && !holdsFabricOrOptimizer(*base))
+        continue;  // another base (a mixin) keeps no Fabric
+      const auto* construct = dyn_cast_or_null<CXXConstructExpr>(init->getInit()->IgnoreImplicit());
+      bool hasArguments = construct && construct->getNumArgs() > 0 && !isa<CXXDefaultArgExpr>(construct->getArg(0));
+      if (hasArguments)
+        return insertion(edits::beforeLeadingComments(construct->getArg(0)->getBeginLoc(), sm), "fabric, ");
+      if (init->getLParenLoc().isValid()) return insertion(init->getLParenLoc().getLocWithOffset(1), "fabric");
+      return llvm::SmallVector<Edit, 1>();
+    }
+    // The base is default-constructed: it gets an initialiser, first.
+    for (const CXXBaseSpecifier& base : ctor->getParent()->bases()) {
+      const CXXRecordDecl* record = base.getType()->getAsCXXRecordDecl();
+      if (!record || (!derivesFromClassGettingFabric(*record) && !holdsFabricOrOptimizer(*record))) continue;
+      std::string init = record->getNameAsString() + "(fabric)";
+      for (const CXXCtorInitializer* each : ctor->inits())
+        if (each->isWritten()) return insertion(each->getSourceLocation(), init + ", ");
+      FunctionTypeLoc type = ctor->getFunctionTypeLoc();
+      if (!type) return llvm::SmallVector<Edit, 1>();
+      return insertion(type.getRParenLoc().getLocWithOffset(1), " : " + init);
+    }
+    return llvm::SmallVector<Edit, 1>();
+  };
+}
+
 // `Trainer trainer(fabric, model, ...)` where the class is constructed.
 EditGenerator passFabric() {
   return [](const MatchResult& result) -> llvm::Expected<llvm::SmallVector<Edit, 1>> {
     const auto* construct = result.Nodes.getNodeAs<CXXConstructExpr>("construct");
+    // A derived trainer's base initialiser gets the Fabric from the
+    // derived constructor's new parameter (passFabricToBase), not from the
+    // member the base is about to initialise.
+    // (The parent map names the constructor, not the initialiser.)
+    for (DynTypedNode node = DynTypedNode::create(*construct);;) {
+      DynTypedNodeList parents = result.Context->getParents(node);
+      if (parents.empty()) break;
+      if (const auto* ctor = parents[0].get<CXXConstructorDecl>()) {
+        for (const CXXCtorInitializer* init : ctor->inits())
+          if (init->getInit() == node.get<Expr>() && (init->isBaseInitializer() || init->isDelegatingInitializer()))
+            return llvm::SmallVector<Edit, 1>();
+        break;
+      }
+      if (!parents[0].get<ExprWithCleanups>() && !parents[0].get<MaterializeTemporaryExpr>() &&
+          !parents[0].get<CXXBindTemporaryExpr>())
+        break;
+      node = parents[0];
+    }
     std::string name = edits::fabricNameAt(result);
     if (construct->getNumArgs() > 0 && !isa<CXXDefaultArgExpr>(construct->getArg(0)))
       return insertion(edits::beforeLeadingComments(construct->getArg(0)->getBeginLoc(), *result.SourceManager),
@@ -303,8 +359,15 @@ Rule makeThreadFabricRule() {
   auto ctor = cxxConstructorDecl(ofClass(classNeedingFabric()), unless(isImplicit()), unless(isCopyConstructor()),
                                  unless(isMoveConstructor()), unless(isDeleted()), unless(isDefaulted()))
                   .bind("ctor");
+  // A derived trainer (its base keeps the Fabric): constructors take it and
+  // pass it on; it is constructed with it.
+  auto trains = anyOf(classNeedingFabric(), classInheritingFabric());
+  auto derivedCtor =
+      cxxConstructorDecl(ofClass(classInheritingFabric()), unless(isImplicit()), unless(isCopyConstructor()),
+                         unless(isMoveConstructor()), unless(isDeleted()), unless(isDefaulted()))
+          .bind("ctor");
   auto construct =
-      cxxConstructExpr(hasDeclaration(cxxConstructorDecl(ofClass(classNeedingFabric()), unless(isCopyConstructor()),
+      cxxConstructExpr(hasDeclaration(cxxConstructorDecl(ofClass(cxxRecordDecl(trains)), unless(isCopyConstructor()),
                                                          unless(isMoveConstructor()))),
                        inFabricScope(), unless(hasAncestor(cxxMethodDecl(ofClass(classNeedingFabric())))))
           .bind("construct");
@@ -312,7 +375,7 @@ Rule makeThreadFabricRule() {
   // the standard library; the Fabric goes into the call's arguments.
   auto factory =
       callExpr(callee(functionDecl(hasAnyName("::std::make_unique", "::std::make_shared"),
-                                   hasTemplateArgument(0, refersToType(recordTypeOf(classNeedingFabric()))))),
+                                   hasTemplateArgument(0, refersToType(recordTypeOf(cxxRecordDecl(trains)))))),
                inFabricScope(), unless(hasAncestor(cxxMethodDecl(ofClass(classNeedingFabric())))))
           .bind("factory");
   auto aggregate =
@@ -344,7 +407,9 @@ Rule makeThreadFabricRule() {
       "declaration and the definition, the member initialised from it, and `fabric` at the "
       "place main constructs the class (also through std::make_unique/make_shared); a class "
       "that declares no constructor (its default member initialisers make the model and the "
-      "optimizer) gets one that takes the Fabric. Any other "
+      "optimizer) gets one that takes the Fabric. A class derived from such a class (a task's "
+      "trainer over a BaseTrainer) uses the base's member in its overrides; its constructors take "
+      "the Fabric and pass it to the base, and it is constructed with it. Any other "
       "function whose code needs the Fabric (a train() or test() called from main) gets a "
       "fabric::Fabric& parameter in every declaration and the Fabric at every call, when all "
       "its callers have or get one; otherwise what needed it is reported.",
@@ -357,6 +422,10 @@ Rule makeThreadFabricRule() {
           // A definition gets the parameter and the initialiser together.
           makeRule(cxxConstructorDecl(ctor, isDefinition()), flatten(addParameter(), initialiseMember()), explain),
           makeRule(ctor, addParameter(), explain),
+          makeRule(cxxConstructorDecl(derivedCtor, isDefinition()), flatten(addParameter(), passFabricToBase()),
+                   cat("this class's base keeps the Fabric: its constructor takes it and passes it on")),
+          makeRule(derivedCtor, addParameter(),
+                   cat("this class's base keeps the Fabric: its constructor takes it and passes it on")),
           makeRule(construct, passFabric(), explain),
           makeRule(factory, passFabricToFactory, explain),
           makeRule(aggregate, passFabricToAggregate(), explain),

@@ -142,6 +142,42 @@
 // LABELLED: {{^}}  explicit Trainer(fabric::Fabric& fabric, torch::nn::Linear model) : fabric_(fabric), model_(model), optimizer_(model_->parameters(), 0.1) {{{$}}
 // LABELLED: {{^}}    report(fabric, /*epoch=*/epoch, /*loss=*/loss.item<double>());{{$}}
 // LABELLED: {{^}}  CHECKED(Trainer trainer(fabric, model));{{$}}
+// A trainer class hierarchy (issue 39): the base that holds the optimizer
+// (made by its own factory) keeps the Fabric; each derived constructor
+// takes it and hands it to its base (a written base initialiser, one level
+// further down, an inherited constructor, a mixin left alone); the virtual
+// overrides use the base's member. A base whose members are private still
+// needs the Fabric from its derived constructor.
+// RUN: rm -rf %t.hier && mkdir -p %t.hier && cp -r %S/Inputs/thread-hierarchy %t.hier/project
+// RUN: %fabricize %t.hier/project/base_trainer.cpp %t.hier/project/tasks.cpp %t.hier/project/main.cpp -o %t.hier/out -- %flags 2> %t.hier/err
+// RUN: FileCheck %s --input-file=%t.hier/out/base_trainer.cpp --check-prefix=HIER-BASE
+// RUN: FileCheck %s --input-file=%t.hier/out/tasks.h --check-prefix=HIER-TASKS-H
+// RUN: FileCheck %s --input-file=%t.hier/out/tasks.cpp --check-prefix=HIER-TASKS
+// RUN: FileCheck %s --input-file=%t.hier/out/main.cpp --check-prefix=HIER-MAIN
+// RUN: FileCheck %s --input-file=%t.hier/err --check-prefix=HIER-ERR --allow-empty
+// RUN: %fabricize %t.hier/out/base_trainer.cpp %t.hier/out/tasks.cpp %t.hier/out/main.cpp -o %t.hier/again -- %flags 2> /dev/null
+// RUN: diff -r %t.hier/out %t.hier/again
+//
+// HIER-BASE: {{^}}BaseTrainer::BaseTrainer(fabric::Fabric& fabric, Net model, double lr) : fabric_(fabric), model_(model) {
+// HIER-BASE-NEXT: {{^}}  optimizer_ = make_optimizer(lr);
+// HIER-BASE-NEXT: {{^}}  fabric_.setup(model_, *optimizer_);
+// HIER-BASE: {{^}}  for (int epoch = 0; epoch < epochs; ++epoch) fabric_.print() << "loss "
+// HIER-TASKS-H: {{^}}  ClassifierTrainer(fabric::Fabric& fabric, Net model, double lr);
+// HIER-TASKS-H: {{^}}  using BaseTrainer::BaseTrainer;
+// HIER-TASKS-H: {{^}}  explicit FineTuner(fabric::Fabric& fabric, Net model) : ClassifierTrainer(fabric, model, 0.01) {}
+// HIER-TASKS-H: {{^}}  explicit Unsealed(fabric::Fabric& fabric, Net model) : Sealed(fabric, model) {}
+// HIER-TASKS: {{^}}ClassifierTrainer::ClassifierTrainer(fabric::Fabric& fabric, Net model, double lr) : BaseTrainer(fabric, model, lr), Named("classify") {}
+// HIER-TASKS: {{^}}double ClassifierTrainer::train_epoch() {
+// HIER-TASKS: {{^}}  fabric_.backward(loss);
+// HIER-TASKS-NEXT: {{^}}  fabric_.step(*optimizer_);
+// HIER-TASKS: {{^}}double RegressorTrainer::train_epoch() {
+// HIER-TASKS: {{^}}  fabric_.backward(loss);
+// HIER-TASKS-NEXT: {{^}}  fabric_.step(*optimizer_);
+// HIER-MAIN: {{^}}  auto classifier = std::make_unique<ClassifierTrainer>(fabric, Net(), 0.1);
+// HIER-MAIN: {{^}}  RegressorTrainer regressor(fabric, Net(), 0.05);
+// HIER-MAIN: {{^}}  FineTuner tuner{fabric, Net()};
+// HIER-MAIN: {{^}}  Unsealed unsealed(fabric, Net{});
+// HIER-ERR-NOT: error
 // RUN: rm -rf %t.fn && mkdir -p %t.fn && cp -r %S/Inputs/thread-functions %t.fn/project
 // RUN: %fabricize %t.fn/project/train.cpp %t.fn/project/main.cpp -o %t.fn/out -- %flags 2> %t.fn/err; test $? -eq 1
 // RUN: FileCheck %s --input-file=%t.fn/out/train.h --check-prefix=FN-HEADER

@@ -1,0 +1,13 @@
+#include "tasks.h"
+
+int main() {
+  auto classifier = std::make_unique<ClassifierTrainer>(Net(), 0.1);
+  classifier->fit(2);
+  RegressorTrainer regressor(Net(), 0.05);
+  regressor.fit(2);
+  FineTuner tuner{Net()};
+  tuner.fit(1);
+  Unsealed unsealed(Net{});
+  unsealed.step();
+  return 0;
+}
