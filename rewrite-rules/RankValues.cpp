@@ -29,8 +29,13 @@ struct Search {
 
 bool isShapeQuery(const CXXMemberCallExpr& call) {
   const CXXMethodDecl* method = call.getMethodDecl();
-  if (!method || !isTensor(call.getImplicitObjectArgument()->getType())) return false;
+  if (!method) return false;
   llvm::StringRef name = method->getName();
+  // A container's length: a rank's values differ, not how many it keeps
+  // (a rollout of fixed length; a length each rank plays to its own end is
+  // fabric-own-dataloader's finding).
+  if (!isTensor(call.getImplicitObjectArgument()->getType()))
+    return method->isConst() && (name == "size" || name == "empty" || name == "length");
   return name == "size" || name == "sizes" || name == "numel" || name == "dim" || name == "ndimension" ||
          name == "sym_size" || name == "sym_sizes" || name == "dtype" || name == "scalar_type" || name == "device";
 }
@@ -95,6 +100,13 @@ bool holdsRankData(const VarDecl& var, Search& search) {
       if (rankData) return;
       auto [lhs, rhs] = statements::assignmentSides(s);
       if (lhs && localVariable(lhs) == &var && isRankData(rhs, search)) rankData = true;
+      // A container or meter fed this rank's values (`recent.push_back(
+      // episode_return)`): what it answers (a window's mean) is per rank.
+      if (const auto* call = dyn_cast<CXXMemberCallExpr>(&s); call && call->getMethodDecl() &&
+                                                              !call->getMethodDecl()->isConst() &&
+                                                              localVariable(call->getImplicitObjectArgument()) == &var)
+        for (const Expr* argument : call->arguments())
+          if (!rankData && isRankData(argument, search)) rankData = true;
     });
   return rankData;
 }

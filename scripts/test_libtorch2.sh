@@ -53,8 +53,7 @@ if ! grep -q '^FABRIC_WITH_NCCL:BOOL=ON' build-torch2/CMakeCache.txt; then
   exit 1
 fi
 step "build (runtime with NCCL, tests)" cmake --build build-torch2 -j "$(nproc)"
-# -j 3 on two cores, as scripts/test.sh (the ranks mostly wait).
-step "ctest (runtime on $version)" ctest --test-dir build-torch2 --output-on-failure -j 3 -E '^docs\.' "$@"
+step "ctest (runtime on $version)" ctest --test-dir build-torch2 --output-on-failure -j 2 -E '^docs\.' "$@"
 if [ $# -gt 0 ]; then
   echo "test_libtorch2.sh: ctest arguments given: the end-to-end step was NOT run" >&2
   exit 0

@@ -163,6 +163,12 @@ std::vector<std::string> gather_texts(Fabric& fabric, const std::string& text) {
   return texts;
 }
 
+// Every rank reaches a load before any rank reads: a file rank 0 wrote on
+// its own just before (`if (fabric.is_global_zero()) torch::save(...)`,
+// fabricize's form of a save under a condition only some ranks meet) is
+// complete when the others open it.
+void wait_for_writers(Fabric& fabric) { fabric.barrier("fabric.load()"); }
+
 }  // namespace
 
 detail::RandomStates detail::gather_random_states(Fabric& fabric, const State& state,
@@ -235,6 +241,7 @@ void Fabric::finish_save(const std::string& path, const std::string& error_on_ra
 
 void Fabric::load_module_file(const std::string& path, torch::nn::Module& module) {
   auto scope = strategy().collectives().scope("fabric.load()");
+  wait_for_writers(*this);
   detail::TensorCopies copies;
   const auto check = [&] {
     torch::serialize::InputArchive archive;
@@ -248,6 +255,7 @@ void Fabric::load_module_file(const std::string& path, torch::nn::Module& module
 
 void Fabric::load_other_file(const std::string& path, const std::function<void(const std::string&)>& read) {
   auto scope = strategy().collectives().scope("fabric.load()");
+  wait_for_writers(*this);
   const auto load = [&] {
     torch::serialize::InputArchive archive;
     strategy().checkpoint_io().open(path, archive, device());
@@ -276,6 +284,7 @@ void Fabric::save_optimizer_file(const std::string& path, torch::optim::Optimize
 
 void Fabric::load_optimizer_file(const std::string& path, torch::optim::Optimizer& optimizer) {
   auto scope = strategy().collectives().scope("fabric.load()");
+  wait_for_writers(*this);
   torch::serialize::InputArchive archive;
   const auto open = [&] { strategy().checkpoint_io().open(path, archive, device()); };
   detail::agree_on_load(*this, detail::load_error_of(path, open));
@@ -410,6 +419,7 @@ void Fabric::save(const std::string& path, const State& state) {
 }
 
 void Fabric::load(const std::string& path, const State& state, bool strict) {
+  wait_for_writers(*this);
   // A sharded checkpoint (fsdp) is a directory, loaded by any strategy on
   // any number of ranks (sharded_checkpoints.cpp).
   if (detail::is_sharded_checkpoint(path)) {

@@ -5,6 +5,9 @@
 // RUN: diff -u %t.cpp %t2.cpp
 #include <torch/torch.h>
 
+#include <deque>
+#include <numeric>
+
 struct NetImpl : torch::nn::Module {
   NetImpl();
   torch::Tensor forward(torch::Tensor x);
@@ -12,6 +15,7 @@ struct NetImpl : torch::nn::Module {
 TORCH_MODULE(Net);
 
 void train_agent();
+void train_window();
 void resume(const std::string& prefix);
 
 // CHECK: {{^  }}fabric.save("model.pt", model);
@@ -45,6 +49,7 @@ int main() {
   shared_archive->save_to("shared.pt");
   torch::serialize::OutputArchive* raw_archive = &archive;
   train_agent();
+  train_window();
   resume(path);
   raw_archive->save_to("raw.pt");
   return 0;
@@ -92,6 +97,39 @@ void train_agent() {
       best = average;
       torch::save(policy, "best.pt");
     }
+    reward.backward();
+    optimizer.step();
+  }
+}
+
+// The mean of a window of this rank's episode returns (a deque fed with
+// push_back, the returns summed from a vector fed the same way) is this
+// rank's too; a milestone from a list of constants is every rank's: its save
+// stays the collective one.
+// CHECK-LABEL: void train_window(fabric::Fabric& fabric) {
+// CHECK: {{^}}      if (fabric.is_global_zero()) torch::save(policy, "best_window.pt");
+// CHECK: {{^}}    if (episode == milestones.back()) fabric.save("milestone.pt", policy);
+// SAVE: fabric-checkpoint.cpp:[[@LINE+16]]:9: warning: this save is reached only on ranks where this condition holds{{.*}}[fabric-checkpoint]
+void train_window() {
+  Net policy;
+  torch::optim::SGD optimizer(policy->parameters(), torch::optim::SGDOptions(0.1));
+  std::deque<double> recent;
+  std::vector<double> milestones;
+  milestones.push_back(5);
+  double best = -1e9;
+  for (int episode = 0; episode < 10; ++episode) {
+    torch::Tensor reward = policy->forward(torch::ones({4})).sum();
+    std::vector<double> rewards;
+    rewards.push_back(reward.item<double>());
+    double total = 0;
+    for (double r : rewards) total += r;
+    recent.push_back(total);
+    const double mean = std::accumulate(recent.begin(), recent.end(), 0.0) / recent.size();
+    if (mean > best) {
+      best = mean;
+      torch::save(policy, "best_window.pt");
+    }
+    if (episode == milestones.back()) torch::save(policy, "milestone.pt");
     reward.backward();
     optimizer.step();
   }

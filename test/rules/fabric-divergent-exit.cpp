@@ -66,5 +66,21 @@ int main() {
     prediction.sum().backward();
     optimizer.step();
   }
+  // A rollout of a fixed length: each rank keeps its own values, as many of
+  // them as every other rank; a loop over their count is every rank's alike,
+  // and so is an early end on whether it holds any.
+  for (int rollout = 0; rollout < 3; ++rollout) {
+    std::vector<torch::Tensor> observations;
+    auto observation = torch::ones({4});
+    for (int t = 0; t < 16; ++t) {
+      observation = observation + model->forward(observation).sum();
+      observations.push_back(observation);
+    }
+    if (observations.empty()) break;
+    for (size_t i = 0; i < observations.size(); i += 4) {
+      model->forward(observations[i]).sum().backward();
+      optimizer.step();
+    }
+  }
   return 0;
 }

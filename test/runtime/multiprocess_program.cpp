@@ -2955,6 +2955,20 @@ int run_load_fresh(const Arguments& arguments) {
   }
   check(torch::equal(before, model->first->weight.detach()), "a failed load modified the model");
 
+  // Rank 0 writes a file on its own, late (fabricize's form of a save under
+  // a condition only some ranks meet), and every rank then loads it: the
+  // load waits for every rank, so none reads the older version.
+  const std::string alone = dir + "/alone.pt";
+  fabric.save(alone, torch::zeros({4}));
+  if (fabric.is_global_zero()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    torch::save(torch::full({4}, 7.0), alone);
+  }
+  torch::Tensor read_back;
+  check(load_or_fresh([&] { fabric.load(alone, read_back); }, "", "rank 0's own write"), "rank 0's file did not load");
+  check(torch::equal(read_back, torch::full({4}, 7.0)),
+        "a rank read the file before rank 0 had written it: fabric.load did not wait for every rank");
+
   // Start fresh, train, and the ranks are still one job.
   train_steps(fabric, model, optimizer, 0, 3, false);
   check(identical_across_ranks(fabric, *model), "ranks drifted apart after failed loads");
