@@ -168,12 +168,30 @@ bool resetBefore(const FieldDecl& field, const Stmt& loop, ASTContext& context) 
   return false;
 }
 
+// `field.backward()` (or a backward call given it) after `loop`: a loss
+// summed over batches and back-propagated once, not a metric.
+bool backwardAfter(const FieldDecl& field, const Stmt& loop, const FunctionDecl& function, const SourceManager& sm) {
+  bool found = false;
+  walk(function.getBody(), [&](const Stmt& s) {
+    const auto* call = dyn_cast<CallExpr>(&s);
+    const FunctionDecl* callee = call ? call->getDirectCallee() : nullptr;
+    if (found || !callee || callee->getName() != "backward" ||
+        !sm.isBeforeInTranslationUnit(sm.getExpansionLoc(loop.getEndLoc()), sm.getExpansionLoc(s.getBeginLoc())))
+      return;
+    if (const auto* member = dyn_cast<CXXMemberCallExpr>(call))
+      found = thisMember(member->getImplicitObjectArgument()) == &field;
+    for (const Expr* argument : call->arguments()) found = found || thisMember(argument) == &field;
+  });
+  return found;
+}
+
 std::vector<const FieldDecl*> memberAccumulations(const Stmt& loop, const FunctionDecl& function, ASTContext& context,
                                                   bool reset) {
   std::vector<const FieldDecl*> result;
+  const SourceManager& sm = context.getSourceManager();
   for (const FieldDecl* field : accumulatedIn<FieldDecl>(loop, thisMember))
     if (resetBefore(*field, loop, context) == reset && memberReadOutside(*field, loop, function, context) &&
-        !memberReducedAfter(*field, loop, function, context.getSourceManager()))
+        !memberReducedAfter(*field, loop, function, sm) && !backwardAfter(*field, loop, function, sm))
       result.push_back(field);
   return result;
 }
@@ -227,6 +245,10 @@ bool memberReadOutside(const FieldDecl& field, const Stmt& loop, const FunctionD
 
 std::vector<const FieldDecl*> memberSumsOf(const Stmt& loop, const FunctionDecl& function, ASTContext& context) {
   return memberAccumulations(loop, function, context, /*reset=*/true);
+}
+
+std::vector<const FieldDecl*> membersAccumulatedIn(const Stmt& loop) {
+  return accumulatedIn<FieldDecl>(loop, thisMember);
 }
 
 std::vector<const FieldDecl*> memberRunningTotalsOf(const Stmt& loop, const FunctionDecl& function,

@@ -47,6 +47,10 @@ const clang::FieldDecl* thisMember(const clang::Expr* e);
 std::vector<const clang::FieldDecl*> memberSumsOf(const clang::Stmt& loop, const clang::FunctionDecl& function,
                                                   clang::ASTContext& context);
 
+// Every member the loop's body accumulates into (`+=`, `-=`, `++`, `--`,
+// arithmetic or tensor, never assigned outright in it), whatever else holds.
+std::vector<const clang::FieldDecl*> membersAccumulatedIn(const clang::Stmt& loop);
+
 // The members the loop's body accumulates into (as above) that it never
 // resets before the loop: running totals across calls, which a reduce after
 // the loop would count again on the next call. Read outside the loop.

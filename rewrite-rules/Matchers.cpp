@@ -36,7 +36,13 @@ const CXXRecordDecl* keeperOf(const CXXRecordDecl& record, bool nameable) {
     if (base.isVirtual() || (nameable && base.getAccessSpecifier() == AS_private)) continue;
     const CXXRecordDecl* parent = base.getType()->getAsCXXRecordDecl();
     if (!parent || !parent->hasDefinition()) continue;
-    const CXXRecordDecl* keeper = keeperOf(*parent->getDefinition(), nameable);
+    parent = parent->getDefinition();
+    // LibTorch's and the standard library's classes are never edited: a
+    // scheduler derived from torch::optim::LRScheduler (which holds the
+    // optimizer it steers) keeps no Fabric.
+    const SourceManager& sm = parent->getASTContext().getSourceManager();
+    if (sm.isInSystemHeader(sm.getExpansionLoc(parent->getLocation())) || isInLibTorchHeader(*parent, sm)) continue;
+    const CXXRecordDecl* keeper = keeperOf(*parent, nameable);
     if (!keeper || !nameable) {
       if (keeper) return keeper;
       continue;

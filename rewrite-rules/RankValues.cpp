@@ -27,15 +27,29 @@ struct Search {
   std::set<const VarDecl*> visiting;
 };
 
+// `v.size()`, `v.empty()`, `v.length()` on an object that is not a tensor.
+bool isContainerLength(const CXXMemberCallExpr& call) {
+  const CXXMethodDecl* method = call.getMethodDecl();
+  if (!method || !method->isConst() || isTensor(call.getImplicitObjectArgument()->getType())) return false;
+  llvm::StringRef name = method->getName();
+  return name == "size" || name == "empty" || name == "length";
+}
+
+// A class whose objects are no tally of values: the Fabric (its backward
+// takes this rank's loss), modules, optimizers, streams, loaders.
+bool feedsNoTally(QualType type) {
+  const auto* record = type.getNonReferenceType()->getAsCXXRecordDecl();
+  if (!record) return true;
+  for (const char* name : {"fabric::Fabric", "torch::nn::Module", "torch::nn::ModuleHolder", "torch::optim::Optimizer",
+                           "std::basic_ostream", "std::basic_ios", "torch::data::DataLoaderBase", "fabric::DataLoader"})
+    if (match::derivesFrom(*record, name)) return true;
+  return match::isModuleType(type) || match::isOptimizerHandle(type);
+}
+
 bool isShapeQuery(const CXXMemberCallExpr& call) {
   const CXXMethodDecl* method = call.getMethodDecl();
-  if (!method) return false;
+  if (!method || !isTensor(call.getImplicitObjectArgument()->getType())) return false;
   llvm::StringRef name = method->getName();
-  // A container's length: a rank's values differ, not how many it keeps
-  // (a rollout of fixed length; a length each rank plays to its own end is
-  // fabric-own-dataloader's finding).
-  if (!isTensor(call.getImplicitObjectArgument()->getType()))
-    return method->isConst() && (name == "size" || name == "empty" || name == "length");
   return name == "size" || name == "sizes" || name == "numel" || name == "dim" || name == "ndimension" ||
          name == "sym_size" || name == "sym_sizes" || name == "dtype" || name == "scalar_type" || name == "device";
 }
@@ -84,7 +98,21 @@ bool isLoaderLoopVariable(const VarDecl& var, ASTContext& context) {
 // `ids.size(1) - seq_len` are the same everywhere.
 bool isRankData(const Expr* e, Search& search);
 
-bool holdsRankData(const VarDecl& var, Search& search) {
+bool holdsRankData(const VarDecl& var, Search& search, bool throughFeeds = true);
+
+// A container's length is every rank's alike when only what it is fed
+// differs (a rollout of fixed length: each rank's values, as many of them);
+// a container made or assigned from this rank's data (`auto wrong =
+// misclassified(prediction, target)`) has a length of its own. (A length
+// each rank plays to its own end is fabric-own-dataloader's finding.)
+bool lengthIsEveryRanks(const CXXMemberCallExpr& call, Search& search) {
+  const VarDecl* var = localVariable(call.getImplicitObjectArgument());
+  if (!var) return false;
+  Search fresh{search.context, search.madeAlike, {}};
+  return !holdsRankData(*var, fresh, /*throughFeeds=*/false);
+}
+
+bool holdsRankData(const VarDecl& var, Search& search, bool throughFeeds) {
   ASTContext& context = search.context;
   if (!search.visiting.insert(&var).second) return false;
   if (isLoaderLoopVariable(var, context)) return true;
@@ -102,9 +130,9 @@ bool holdsRankData(const VarDecl& var, Search& search) {
       if (lhs && localVariable(lhs) == &var && isRankData(rhs, search)) rankData = true;
       // A container or meter fed this rank's values (`recent.push_back(
       // episode_return)`): what it answers (a window's mean) is per rank.
-      if (const auto* call = dyn_cast<CXXMemberCallExpr>(&s); call && call->getMethodDecl() &&
-                                                              !call->getMethodDecl()->isConst() &&
-                                                              localVariable(call->getImplicitObjectArgument()) == &var)
+      if (const auto* call = dyn_cast<CXXMemberCallExpr>(&s);
+          throughFeeds && call && call->getMethodDecl() && !call->getMethodDecl()->isConst() &&
+          localVariable(call->getImplicitObjectArgument()) == &var && !feedsNoTally(var.getType()))
         for (const Expr* argument : call->arguments())
           if (!rankData && isRankData(argument, search)) rankData = true;
     });
@@ -116,6 +144,9 @@ bool isRankData(const Expr* e, Search& search) {
   std::function<void(const Stmt*)> visit = [&](const Stmt* s) {
     if (found || !s || isa<LambdaExpr>(s)) return;
     if (const auto* call = dyn_cast<CXXMemberCallExpr>(s); call && isShapeQuery(*call)) return;
+    if (const auto* call = dyn_cast<CXXMemberCallExpr>(s);
+        call && isContainerLength(*call) && lengthIsEveryRanks(*call, search))
+      return;
     // An object of the program's own made from tensors (a loader, a data
     // set: `ShuffledRows rows(x, 16)`) holds data; what it answers about
     // it (`rows.rows()`) is the same on every rank.

@@ -66,7 +66,10 @@ bool bindsTrainingStateOf(const clang::CXXMemberCallExpr& call, llvm::StringRef 
                           clang::ast_matchers::internal::BoundNodesTreeBuilder& builder) {
   const clang::CXXMethodDecl* callee = call.getMethodDecl();
   if (!callee || callee->getName() != method) return false;
+  // LibTorch's own save/load: a module's override (reading a version
+  // field too) is the program's, which fabric.load would not call.
   const clang::CXXRecordDecl* owner = callee->getParent();
+  if (!llvm::StringRef(owner->getQualifiedNameAsString()).starts_with("torch::")) return false;
   if (!derivesFrom(*owner, "torch::nn::Module") && !derivesFrom(*owner, "torch::optim::Optimizer")) return false;
   const clang::Expr* object = call.getImplicitObjectArgument()->IgnoreParenImpCasts();
   bool dereference = false;
@@ -77,6 +80,15 @@ bool bindsTrainingStateOf(const clang::CXXMemberCallExpr& call, llvm::StringRef 
   } else if (object->getType()->isPointerType()) {
     dereference = true;
   }
+  // A variable or a member, spelled: not `this` (a module loading itself),
+  // not a temporary (`trainer.model()->load(a)`), not a const object, and
+  // nothing whose evaluation has effects of its own.
+  if (!llvm::isa<clang::DeclRefExpr>(object) && !llvm::isa<clang::MemberExpr>(object)) return false;
+  if (const auto* member = llvm::dyn_cast<clang::MemberExpr>(object);
+      member && member->getBase()->IgnoreParenImpCasts()->getStmtClass() != clang::Stmt::CXXThisExprClass &&
+      !llvm::isa<clang::DeclRefExpr>(member->getBase()->IgnoreParenImpCasts()))
+    return false;
+  if (object->getType().getNonReferenceType().isConstQualified()) return false;
   builder.setBinding("value", clang::DynTypedNode::create(*object));
   if (dereference) builder.setBinding("dereference", clang::DynTypedNode::create(*object));
   return true;
@@ -118,6 +130,9 @@ AST_MATCHER_P(clang::CXXMemberCallExpr, endsArchiveTrip, bool, archiveIsArgument
   }
   const clang::CXXMemberCallExpr* first = memberCallStatement(previous);
   if (!declaration || !first || previous == declaration) return false;
+  // Written out, not by a macro: the three statements are edited together.
+  if (declaration->getBeginLoc().isMacroID() || previous->getBeginLoc().isMacroID() || Node.getBeginLoc().isMacroID())
+    return false;
   if (archiveIsArgument) {
     // archive.load_from(path[, device]): the path overload.
     if (!takesPathFirst(first->getMethodDecl(), "load_from") ||
@@ -137,6 +152,14 @@ AST_MATCHER_P(clang::CXXMemberCallExpr, endsArchiveTrip, bool, archiveIsArgument
   const clang::FunctionDecl* function = enclosingFunction(statement, context);
   if (!function || !function->getBody()) return false;
   if (namesOf(*archive, *function->getBody()) != 2) return false;
+  // The path moves into one call with the object: neither may have effects
+  // whose order would change (`load_from(paths[i]); models[i++]->load(a)`).
+  const clang::Expr* pathExpr = archiveIsArgument ? first->getArg(0) : Node.getArg(0);
+  const clang::Expr* objectExpr =
+      archiveIsArgument ? Node.getImplicitObjectArgument() : first->getImplicitObjectArgument();
+  if (pathExpr->HasSideEffects(context, /*IncludePossibleEffects=*/false) ||
+      objectExpr->HasSideEffects(context, /*IncludePossibleEffects=*/false))
+    return false;
   Builder->setBinding("firstOfTrip", clang::DynTypedNode::create(*previous));
   Builder->setBinding("archiveDeclaration", clang::DynTypedNode::create(*declaration));
   return true;
@@ -155,6 +178,14 @@ Rule makeCheckpointRule() {
   // on this rank's reward) cannot be the collective fabric.save: rank 0
   // writes when its own condition holds.
   auto perRankBranch = hasAncestor(ifStmt(hasCondition(expr(isPerRankValue()).bind("condition"))));
+  auto rankZeroAlone = flatten(insertBefore(node("call"), cat("if (", edits::fabricMember("is_global_zero()"), ") ")),
+                               noopEdit(node("condition")));
+  auto perRankSave =
+      cat("this save is reached only on ranks where this condition holds, and it differs "
+          "between ranks (computed from each rank's own batches): it cannot be the collective "
+          "fabric.save, so rank 0 writes when its own condition holds; to decide on all the "
+          "data, all-reduce the value first (`value = fabric.all_reduce(value, "
+          "fabric::ReduceOp::Mean);`) and call fabric.save on every rank");
   // archive.save_to(path) on a serialize::OutputArchive (a model saved
   // through module->save(archive)): without a Fabric every rank would write
   // the same file at once. save_to(stream) writes where its stream points
@@ -169,9 +200,15 @@ Rule makeCheckpointRule() {
   };
   // A model or an optimizer carried through an archive of its own: one
   // fabric.save/fabric.load of the same file.
+  // Not where only some ranks run it (one rank's, or under a per-rank
+  // condition: a collective there would wait for the others), and not in a
+  // template's instantiations (each may spell the object differently).
   auto archive_trip = [](bool archiveIsArgument, std::string member) {
+    auto perRankBranch = hasAncestor(ifStmt(hasCondition(expr(isPerRankValue()))));
     return makeRule(
-        cxxMemberCallExpr(endsArchiveTrip(archiveIsArgument), inFabricScope()).bind("call"),
+        cxxMemberCallExpr(endsArchiveTrip(archiveIsArgument), inFabricScope(), unless(onOneRankOnly()),
+                          unless(perRankBranch), unless(isInTemplateInstantiation()))
+            .bind("call"),
         flatten(edits::removeStatement("archiveDeclaration"), edits::removeStatement("firstOfTrip"),
                 changeTo(node("call"), cat(edits::fabricMember(member + "("), node("path"), ", ",
                                            ifBound("dereference", cat("*"), cat("")), node("value"), ")"))),
@@ -197,14 +234,10 @@ Rule makeCheckpointRule() {
           makeRule(cxxMemberCallExpr(archive_save_to(expr()), onOneRankOnly()), noEdits(), cat("written on one rank")),
           archive_trip(false, "save"),
           archive_trip(true, "load"),
-          makeRule(callExpr(call("::torch::save"), perRankBranch, isWholeStatement()),
-                   flatten(insertBefore(node("call"), cat("if (", edits::fabricMember("is_global_zero()"), ") ")),
-                           noopEdit(node("condition"))),
-                   cat("this save is reached only on ranks where this condition holds, and it differs "
-                       "between ranks (computed from each rank's own batches): it cannot be the collective "
-                       "fabric.save, so rank 0 writes when its own condition holds; to decide on all the "
-                       "data, all-reduce the value first (`value = fabric.all_reduce(value, "
-                       "fabric::ReduceOp::Mean);`) and call fabric.save on every rank")),
+          makeRule(callExpr(call("::torch::save"), perRankBranch, isWholeStatement()), rankZeroAlone, perRankSave),
+          // The same for an archive written under such a condition.
+          makeRule(cxxMemberCallExpr(archive_save_to(expr()), perRankBranch, isWholeStatement()), rankZeroAlone,
+                   perRankSave),
           makeRule(callExpr(call("::torch::save"), hasArgument(0, isTrainingState())), changeTo(node("call"), save),
                    cat("rank 0 writes the checkpoint, atomically; every rank calls. It holds what the "
                        "original saved; for a resume that continues exactly (the loader's place, every "

@@ -94,7 +94,22 @@ std::vector<std::string> reducedNames(const Stmt& loop, const FunctionDecl& func
   for (const VarDecl* var :
        laterSumsRemoved(loop, metrics::accumulatorsOf(loop, *function.getBody(), context), function, context))
     names.push_back(var->getName().str());
-  for (const FieldDecl* field : metrics::memberSumsOf(loop, function, context)) names.push_back(field->getName().str());
+  // A member a later loop of the function over split data adds to as well
+  // is reduced once, after that loop (as laterSumsRemoved's locals).
+  std::vector<const FieldDecl*> members = metrics::memberSumsOf(loop, function, context);
+  const SourceManager& sm = context.getSourceManager();
+  auto later = ast_matchers::match(ast_matchers::functionDecl(ast_matchers::forEachDescendant(
+                                       ast_matchers::stmt(anyLoop(), dataloops::shardedDataLoop()).bind("later"))),
+                                   function, context);
+  for (const ast_matchers::BoundNodes& nodes : later) {
+    const auto* other = nodes.getNodeAs<Stmt>("later");
+    if (other == &loop ||
+        !sm.isBeforeInTranslationUnit(sm.getExpansionLoc(loop.getEndLoc()), sm.getExpansionLoc(other->getBeginLoc())))
+      continue;
+    std::vector<const FieldDecl*> theirs = metrics::membersAccumulatedIn(*other);
+    llvm::erase_if(members, [&](const FieldDecl* field) { return llvm::is_contained(theirs, field); });
+  }
+  for (const FieldDecl* field : members) names.push_back(field->getName().str());
   return names;
 }
 

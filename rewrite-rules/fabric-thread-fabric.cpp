@@ -181,10 +181,15 @@ EditGenerator passFabricToBase() {
       const CXXRecordDecl* base = init->isBaseInitializer() ? init->getBaseClass()->getAsCXXRecordDecl() : nullptr;
       if (base && !derivesFromClassGettingFabric(*base) && !holdsFabricOrOptimizer(*base))
         continue;  // another base (a mixin) keeps no Fabric
-      const auto* construct = dyn_cast_or_null<CXXConstructExpr>(init->getInit()->IgnoreImplicit());
-      bool hasArguments = construct && construct->getNumArgs() > 0 && !isa<CXXDefaultArgExpr>(construct->getArg(0));
-      if (hasArguments)
-        return insertion(edits::beforeLeadingComments(construct->getArg(0)->getBeginLoc(), sm), "fabric, ");
+      // The first argument as written: a constructor call, or in a template
+      // a parenthesised list the base's constructor is not chosen for yet.
+      const Expr* first = nullptr;
+      if (const auto* construct = dyn_cast_or_null<CXXConstructExpr>(init->getInit()->IgnoreImplicit());
+          construct && construct->getNumArgs() > 0 && !isa<CXXDefaultArgExpr>(construct->getArg(0)))
+        first = construct->getArg(0);
+      else if (const auto* list = dyn_cast_or_null<ParenListExpr>(init->getInit()); list && list->getNumExprs() > 0)
+        first = list->getExpr(0);
+      if (first) return insertion(edits::beforeLeadingComments(first->getBeginLoc(), sm), "fabric, ");
       if (init->getLParenLoc().isValid()) return insertion(init->getLParenLoc().getLocWithOffset(1), "fabric");
       return llvm::SmallVector<Edit, 1>();
     }
@@ -362,10 +367,10 @@ Rule makeThreadFabricRule() {
   // A derived trainer (its base keeps the Fabric): constructors take it and
   // pass it on; it is constructed with it.
   auto trains = anyOf(classNeedingFabric(), classInheritingFabric());
-  auto derivedCtor =
-      cxxConstructorDecl(ofClass(classInheritingFabric()), unless(isImplicit()), unless(isCopyConstructor()),
-                         unless(isMoveConstructor()), unless(isDeleted()), unless(isDefaulted()))
-          .bind("ctor");
+  auto derivedCtor = cxxConstructorDecl(ofClass(classInheritingFabric()), unless(isImplicit()),
+                                        unless(isCopyConstructor()), unless(isMoveConstructor()), unless(isDeleted()),
+                                        unless(isDefaulted()), unless(isInstantiated()))
+                         .bind("ctor");
   auto construct =
       cxxConstructExpr(hasDeclaration(cxxConstructorDecl(ofClass(cxxRecordDecl(trains)), unless(isCopyConstructor()),
                                                          unless(isMoveConstructor()))),
@@ -420,7 +425,11 @@ Rule makeThreadFabricRule() {
               flatten(addMember(), addConstructor()), explain),
           makeRule(cxxRecordDecl(classNeedingFabric()).bind("class"), addMember(), explain),
           // A definition gets the parameter and the initialiser together.
-          makeRule(cxxConstructorDecl(ctor, isDefinition()), flatten(addParameter(), initialiseMember()), explain),
+          // A class with an optimizer of its own over a base that keeps one
+          // too hands the Fabric to that base as well (nothing to hand on
+          // where no base keeps one).
+          makeRule(cxxConstructorDecl(ctor, isDefinition()),
+                   flatten(addParameter(), initialiseMember(), passFabricToBase()), explain),
           makeRule(ctor, addParameter(), explain),
           makeRule(cxxConstructorDecl(derivedCtor, isDefinition()), flatten(addParameter(), passFabricToBase()),
                    cat("this class's base keeps the Fabric: its constructor takes it and passes it on")),

@@ -140,7 +140,9 @@ void train_window() {
 // shared_ptr to a module as it is; a raw or unique pointer, or an optimizer
 // through a pointer, as `*`). An archive that carries more, is named again,
 // or whose read is not right before its use keeps its calls.
-// CHECK-LABEL: void resume(fabric::Fabric& fabric, const std::string& prefix) {
+// CHECK: {{^}}    archive.load_from(path);
+// CHECK-NEXT: {{^}}    load(archive);
+// CHECK-LABEL: {{^}}void resume(fabric::Fabric& fabric, const std::string& prefix) {
 // CHECK: {{^}}  fabric.save(prefix + "_model.pt", model);
 // CHECK-NEXT: {{^}}  fabric.save(prefix + "_optimizer.pt", *optimizer);
 // CHECK-NEXT: {{^}}  // Read back, as a resume does.
@@ -164,11 +166,39 @@ void train_window() {
 // CHECK-NEXT: {{^}}  torch::serialize::InputArchive passed;
 // CHECK-NEXT: {{^}}  passed.load_from("passed.pt");
 // CHECK-NEXT: {{^}}  load_into(model, passed);
+// CHECK: {{^}}  if (reward.item<double>() > 0) {
+// CHECK-NEXT: {{^}}    torch::serialize::InputArchive best;
+// CHECK-NEXT: {{^}}    best.load_from("best.pt");
+// CHECK-NEXT: {{^}}    model->load(best);
+// CHECK-NEXT: {{^}}  }
+// CHECK-NEXT: {{^}}  torch::serialize::InputArchive copied;
+// CHECK-NEXT: {{^}}  copied.load_from("copy.pt");
+// CHECK-NEXT: {{^}}  copy_of(model)->load(copied);
+// CHECK: {{^}}  torch::serialize::InputArchive indexed;
+// CHECK-NEXT: {{^}}  indexed.load_from(paths[i]);
+// CHECK-NEXT: {{^}}  models[i++]->load(indexed);
+// CHECK-NEXT: {{^}}  Versioned versioned;
+// CHECK-NEXT: {{^}}  torch::serialize::InputArchive versioned_in;
+// CHECK-NEXT: {{^}}  versioned_in.load_from("versioned.pt");
+// CHECK-NEXT: {{^}}  versioned.load(versioned_in);
 // CHECK-NEXT: {{^}}}
 struct PlainNet : torch::nn::Module {
   torch::Tensor forward(torch::Tensor x);
 };
 void load_into(Net& model, torch::serialize::InputArchive& archive) { model->load(archive); }
+Net copy_of(Net& model);
+// A module that reads more than its parameters in its own load().
+struct Versioned : torch::nn::Module {
+  void load(torch::serialize::InputArchive& archive) override;
+};
+// A module that restores itself: `load(archive)` on `this` stays.
+struct SelfLoading : torch::nn::Module {
+  void restore(const std::string& path) {
+    torch::serialize::InputArchive archive;
+    archive.load_from(path);
+    load(archive);
+  }
+};
 void resume(const std::string& prefix) {
   Net model;
   auto optimizer = std::make_unique<torch::optim::SGD>(model->parameters(), torch::optim::SGDOptions(0.1));
@@ -215,4 +245,27 @@ void resume(const std::string& prefix) {
   torch::serialize::InputArchive passed;
   passed.load_from("passed.pt");
   load_into(model, passed);
+  // Left as written: a load under a condition only some ranks meet (a
+  // collective there would wait for the others), into a temporary, with a
+  // path and an object whose evaluation changes state, into a module whose
+  // own load() reads more.
+  torch::Tensor reward = model->forward(torch::ones({2})).sum();
+  if (reward.item<double>() > 0) {
+    torch::serialize::InputArchive best;
+    best.load_from("best.pt");
+    model->load(best);
+  }
+  torch::serialize::InputArchive copied;
+  copied.load_from("copy.pt");
+  copy_of(model)->load(copied);
+  std::vector<std::string> paths{"a.pt", "b.pt"};
+  std::vector<Net> models(2);
+  size_t i = 0;
+  torch::serialize::InputArchive indexed;
+  indexed.load_from(paths[i]);
+  models[i++]->load(indexed);
+  Versioned versioned;
+  torch::serialize::InputArchive versioned_in;
+  versioned_in.load_from("versioned.pt");
+  versioned.load(versioned_in);
 }

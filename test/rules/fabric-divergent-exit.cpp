@@ -11,6 +11,8 @@ struct Points : torch::data::datasets::Dataset<Points> {
   c10::optional<size_t> size() const override;
 };
 
+std::vector<double> misses(const torch::Tensor& prediction);
+
 int main() {
   torch::nn::Linear model(4, 1);
   torch::optim::SGD optimizer(model->parameters(), torch::optim::SGDOptions(0.1));
@@ -63,6 +65,16 @@ int main() {
   for (auto& batch : *loader) {
     if (batch.data.size(0) < 2) break;
     torch::Tensor prediction = model->forward(batch.data);
+    prediction.sum().backward();
+    optimizer.step();
+  }
+  // A container made from this rank's predictions has a length of its own:
+  // ending on it is per rank.
+  for (auto& batch : *loader) {
+    torch::Tensor prediction = model->forward(batch.data);
+    std::vector<double> missed = misses(prediction);
+    // CHECK: fabric-divergent-exit.cpp:[[@LINE+1]]:25: warning: this leaves a training loop on a value that differs between ranks (missed.empty()){{.*}}[fabric-divergent-exit]
+    if (missed.empty()) break;
     prediction.sum().backward();
     optimizer.step();
   }

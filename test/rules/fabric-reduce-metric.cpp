@@ -74,6 +74,11 @@ double evaluate_two(Net& model, const torch::Tensor& A, const torch::Tensor& B) 
 // CHECK-NEXT: {{^    }}correct_ = fabric_.all_reduce(correct_, fabric::ReduceOp::Sum);
 // CHECK-NEXT: {{^    }}batches_ = fabric_.all_reduce(batches_, fabric::ReduceOp::Sum);
 // CHECK-NEXT: {{^  }}}
+// CHECK: {{^}}    for (auto& batch : first) both_ +=
+// CHECK-NEXT: {{^}}    for (auto& batch : second) both_ +=
+// CHECK-NEXT: {{^}}    both_ = fabric_.all_reduce(both_, fabric::ReduceOp::Sum);
+// CHECK: {{^}}    for (auto& batch : loader) total_loss_ +=
+// CHECK-NEXT: {{^}}    fabric_.backward(total_loss_);
 class Evaluator {
  public:
   explicit Evaluator(Net model) : model_(model), optimizer_(model_->parameters(), torch::optim::SGDOptions(0.1)) {}
@@ -94,6 +99,22 @@ class Evaluator {
       ++batches_;
     }
   }
+  // Two loaders summed into one member: reduced once, after the second.
+  template <class Loader>
+  void evaluate_two(Loader& first, Loader& second) {
+    both_ = 0;
+    for (auto& batch : first) both_ += model_->forward(batch.data).sum().template item<double>();
+    for (auto& batch : second) both_ += model_->forward(batch.data).sum().template item<double>();
+  }
+  double both() const { return both_; }
+  // A loss summed over the batches and back-propagated once: no metric.
+  template <class Loader>
+  void full_batch_step(Loader& loader) {
+    total_loss_ = torch::zeros({1});
+    for (auto& batch : loader) total_loss_ += model_->forward(batch.data).sum();
+    total_loss_.backward();
+    optimizer_.step();
+  }
   // Read in a member template only.
   template <class Out>
   void report(Out& out) const {
@@ -112,6 +133,8 @@ class Evaluator {
   int64_t calls_ = 0;
   int64_t unread_ = 0;
   int64_t batches_ = 0;
+  double both_ = 0;
+  torch::Tensor total_loss_;
 };
 
 // Per epoch: a running total, a batch count, a tensor sum; all reduced. A
@@ -151,6 +174,9 @@ int main() {
   evaluator.evaluate(*loader);
   std::cout << evaluator.mean_loss() << " " << evaluator.accuracy() << " " << evaluator.calls() << std::endl;
   evaluator.report(std::cout);
+  evaluator.evaluate_two(*loader, *loader);
+  evaluator.full_batch_step(*loader);
+  std::cout << evaluator.both() << std::endl;
   std::printf("two %f\n", evaluate_two(model, torch::randn({40, 4}), torch::randn({30, 4})));
   return 0;
 }

@@ -166,6 +166,8 @@
 // HIER-TASKS-H: {{^}}  using BaseTrainer::BaseTrainer;
 // HIER-TASKS-H: {{^}}  explicit FineTuner(fabric::Fabric& fabric, Net model) : ClassifierTrainer(fabric, model, 0.01) {}
 // HIER-TASKS-H: {{^}}  explicit Unsealed(fabric::Fabric& fabric, Net model) : Sealed(fabric, model) {}
+// HIER-TASKS-H: {{^}}  TwoOptimizers(fabric::Fabric& fabric, Net model, Net head) : fabric_(fabric), BaseTrainer(fabric, model, 0.1), head_(head), head_optimizer_(head_->parameters(), 0.01) {
+// HIER-TASKS-H: {{^}}  WarmupLR(torch::optim::Optimizer& optimizer, int warmup) : LRScheduler(optimizer), warmup_(warmup) {}
 // HIER-TASKS: {{^}}ClassifierTrainer::ClassifierTrainer(fabric::Fabric& fabric, Net model, double lr) : BaseTrainer(fabric, model, lr), Named("classify") {}
 // HIER-TASKS: {{^}}double ClassifierTrainer::train_epoch() {
 // HIER-TASKS: {{^}}  fabric_.backward(loss);
@@ -177,6 +179,8 @@
 // HIER-MAIN: {{^}}  RegressorTrainer regressor(fabric, Net(), 0.05);
 // HIER-MAIN: {{^}}  FineTuner tuner{fabric, Net()};
 // HIER-MAIN: {{^}}  Unsealed unsealed(fabric, Net{});
+// HIER-MAIN: {{^}}  TwoOptimizers two(fabric, Net{}, Net{});
+// HIER-MAIN: {{^}}  WarmupLR warmup(plain, 10);
 // HIER-ERR-NOT: error
 // RUN: rm -rf %t.fn && mkdir -p %t.fn && cp -r %S/Inputs/thread-functions %t.fn/project
 // RUN: %fabricize %t.fn/project/train.cpp %t.fn/project/main.cpp -o %t.fn/out -- %flags 2> %t.fn/err; test $? -eq 1

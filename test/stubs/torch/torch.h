@@ -220,6 +220,19 @@ struct SGDOptions : OptimizerOptions {
   SGDOptions(double lr);
   SGDOptions& momentum(double m);
 };
+// A scheduler holds the optimizer it steers (a class derived from it is
+// the program's, LibTorch's base is not).
+class LRScheduler {
+ public:
+  explicit LRScheduler(Optimizer& optimizer);
+  virtual ~LRScheduler();
+  void step();
+
+ protected:
+  virtual std::vector<double> get_lrs() = 0;
+  unsigned step_count_ = 0;
+  Optimizer& optimizer_;
+};
 class SGD : public Optimizer {
  public:
   SGD(std::vector<Tensor> params, SGDOptions options);

@@ -9,5 +9,10 @@ int main() {
   tuner.fit(1);
   Unsealed unsealed(Net{});
   unsealed.step();
+  TwoOptimizers two(Net{}, Net{});
+  two.fit(1);
+  torch::optim::SGD plain(Net()->parameters(), torch::optim::SGDOptions(0.1));
+  WarmupLR warmup(plain, 10);
+  warmup.step();
   return 0;
 }

@@ -15,3 +15,11 @@ double RegressorTrainer::train_epoch() {
   optimizer_->step();
   return loss.item<double>();
 }
+
+double TwoOptimizers::train_epoch() {
+  torch::Tensor loss = head_->forward(model_->forward(torch::ones({2}))).sum();
+  loss.backward();
+  optimizer_->step();
+  head_optimizer_.step();
+  return loss.item<double>();
+}

@@ -42,3 +42,28 @@ class Unsealed : public Sealed {
  public:
   explicit Unsealed(Net model) : Sealed(model) {}
 };
+
+// A task with an optimizer of its own over a base that keeps one: both
+// get the Fabric, the base through the task's constructor.
+class TwoOptimizers : public BaseTrainer {
+ public:
+  TwoOptimizers(Net model, Net head) : BaseTrainer(model, 0.1), head_(head), head_optimizer_(head_->parameters(), 0.01) {}
+
+ protected:
+  double train_epoch() override;
+
+ private:
+  Net head_;
+  torch::optim::SGD head_optimizer_;
+};
+
+// A scheduler of the program's own over LibTorch's: LibTorch's base holds
+// the optimizer, but it is no trainer the Fabric goes into.
+class WarmupLR : public torch::optim::LRScheduler {
+ public:
+  WarmupLR(torch::optim::Optimizer& optimizer, int warmup) : LRScheduler(optimizer), warmup_(warmup) {}
+
+ private:
+  std::vector<double> get_lrs() override { return {0.1 * step_count_ / warmup_}; }
+  int warmup_;
+};
