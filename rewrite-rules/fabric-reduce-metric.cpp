@@ -33,20 +33,28 @@ namespace {
 
 using MatchResult = ast_matchers::MatchFinder::MatchResult;
 
+// The loops of the function over split data that begin after `loop` ends.
+std::vector<const Stmt*> laterShardedLoops(const Stmt& loop, const FunctionDecl& function, ASTContext& context) {
+  using namespace ast_matchers;
+  const SourceManager& sm = context.getSourceManager();
+  std::vector<const Stmt*> loops;
+  for (const BoundNodes& nodes :
+       ast_matchers::match(functionDecl(forEachDescendant(stmt(anyLoop(), dataloops::shardedDataLoop()).bind("later"))),
+                           function, context)) {
+    const auto* other = nodes.getNodeAs<Stmt>("later");
+    if (other != &loop &&
+        sm.isBeforeInTranslationUnit(sm.getExpansionLoc(loop.getEndLoc()), sm.getExpansionLoc(other->getBeginLoc())))
+      loops.push_back(other);
+  }
+  return loops;
+}
+
 // A sum that a later loop of the function over split data goes on adding to
 // (an evaluation over two tensors into one total) is reduced once, after
 // that loop: reduced after both, the first part would count N times.
 std::vector<const VarDecl*> laterSumsRemoved(const Stmt& loop, std::vector<const VarDecl*> sums,
                                              const FunctionDecl& function, ASTContext& context) {
-  using namespace ast_matchers;
-  const SourceManager& sm = context.getSourceManager();
-  auto later = ast_matchers::match(
-      functionDecl(forEachDescendant(stmt(anyLoop(), dataloops::shardedDataLoop()).bind("later"))), function, context);
-  for (const BoundNodes& nodes : later) {
-    const auto* other = nodes.getNodeAs<Stmt>("later");
-    if (other == &loop ||
-        !sm.isBeforeInTranslationUnit(sm.getExpansionLoc(loop.getEndLoc()), sm.getExpansionLoc(other->getBeginLoc())))
-      continue;
+  for (const Stmt* other : laterShardedLoops(loop, function, context)) {
     std::vector<const VarDecl*> theirs = metrics::accumulatorsOf(*other, *function.getBody(), context);
     llvm::erase_if(sums, [&](const VarDecl* v) { return llvm::is_contained(theirs, v); });
   }
@@ -97,15 +105,7 @@ std::vector<std::string> reducedNames(const Stmt& loop, const FunctionDecl& func
   // A member a later loop of the function over split data adds to as well
   // is reduced once, after that loop (as laterSumsRemoved's locals).
   std::vector<const FieldDecl*> members = metrics::memberSumsOf(loop, function, context);
-  const SourceManager& sm = context.getSourceManager();
-  auto later = ast_matchers::match(ast_matchers::functionDecl(ast_matchers::forEachDescendant(
-                                       ast_matchers::stmt(anyLoop(), dataloops::shardedDataLoop()).bind("later"))),
-                                   function, context);
-  for (const ast_matchers::BoundNodes& nodes : later) {
-    const auto* other = nodes.getNodeAs<Stmt>("later");
-    if (other == &loop ||
-        !sm.isBeforeInTranslationUnit(sm.getExpansionLoc(loop.getEndLoc()), sm.getExpansionLoc(other->getBeginLoc())))
-      continue;
+  for (const Stmt* other : laterShardedLoops(loop, function, context)) {
     std::vector<const FieldDecl*> theirs = metrics::membersAccumulatedIn(*other);
     llvm::erase_if(members, [&](const FieldDecl* field) { return llvm::is_contained(theirs, field); });
   }
