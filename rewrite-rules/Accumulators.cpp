@@ -1,5 +1,6 @@
 #include "Accumulators.h"
 
+#include "Matchers.h"
 #include "Statements.h"
 
 #include "clang/AST/DeclTemplate.h"
@@ -77,7 +78,7 @@ bool isReduction(const Stmt& s, const VarDecl& var) {
   walk(rhs, [&](const Stmt& inner) {
     if (const auto* call = dyn_cast<CXXMemberCallExpr>(&inner))
       if (const CXXMethodDecl* method = call->getMethodDecl())
-        reduces = reduces || (method->getName() == "all_reduce" &&
+        reduces = reduces || (match::plainName(method) == "all_reduce" &&
                               method->getParent()->getQualifiedNameAsString() == "fabric::Fabric");
   });
   return reduces;
@@ -142,7 +143,7 @@ bool memberReducedAfter(const FieldDecl& field, const Stmt& loop, const Function
     walk(&s, [&](const Stmt& inner) {
       if (const auto* call = dyn_cast<CXXMemberCallExpr>(&inner))
         if (const CXXMethodDecl* method = call->getMethodDecl())
-          reduced = reduced || (method->getName() == "all_reduce" &&
+          reduced = reduced || (match::plainName(method) == "all_reduce" &&
                                 method->getParent()->getQualifiedNameAsString() == "fabric::Fabric");
     });
   });
@@ -175,7 +176,7 @@ bool backwardAfter(const FieldDecl& field, const Stmt& loop, const FunctionDecl&
   walk(function.getBody(), [&](const Stmt& s) {
     const auto* call = dyn_cast<CallExpr>(&s);
     const FunctionDecl* callee = call ? call->getDirectCallee() : nullptr;
-    if (found || !callee || callee->getName() != "backward" ||
+    if (found || !callee || match::plainName(callee) != "backward" ||
         !sm.isBeforeInTranslationUnit(sm.getExpansionLoc(loop.getEndLoc()), sm.getExpansionLoc(s.getBeginLoc())))
       return;
     if (const auto* member = dyn_cast<CXXMemberCallExpr>(call))

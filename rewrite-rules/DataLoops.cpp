@@ -203,7 +203,7 @@ void forEachCalledBody(const Stmt* s, const ASTContext& context, int depth, std:
 bool isBackwardCall(const Stmt& s) {
   if (const auto* call = dyn_cast<CXXMemberCallExpr>(&s)) {
     const CXXMethodDecl* method = call->getMethodDecl();
-    if (!method || method->getName() != "backward") return false;
+    if (!method || match::plainName(method) != "backward") return false;
     const CXXRecordDecl* record = method->getParent();
     return match::derivesFrom(*record, "at::Tensor") || match::derivesFrom(*record, "at::TensorBase") ||
            record->getQualifiedNameAsString() == "fabric::Fabric";
@@ -267,7 +267,7 @@ bool writes(const Stmt& s, const ValueDecl* decl) {
   if (const auto* call = dyn_cast<CXXMemberCallExpr>(&s)) {
     const CXXMethodDecl* method = call->getMethodDecl();
     if (!method || declOf(call->getImplicitObjectArgument()) != decl) return false;
-    llvm::StringRef name = method->getName();
+    llvm::StringRef name = match::plainName(method);
     return isMutatingContainerMethod(name) ||
            (isTensor(method->getThisType()->getPointeeType()) && isInPlaceTensorMethod(name));
   }
@@ -301,7 +301,7 @@ bool isTorchDraw(const Stmt& s) {
   if (const auto* call = dyn_cast<CXXMemberCallExpr>(&s)) {
     const CXXMethodDecl* method = call->getMethodDecl();
     if (!method || !isTensor(method->getThisType()->getPointeeType())) return false;
-    llvm::StringRef name = method->getName();
+    llvm::StringRef name = match::plainName(method);
     return name == "normal_" || name == "uniform_" || name == "random_" || name == "bernoulli_" ||
            name == "exponential_" || name == "geometric_" || name == "cauchy_" || name == "log_normal_" ||
            name == "multinomial" || name == "bernoulli";
@@ -439,7 +439,7 @@ bool isOutputStatement(const Stmt& s) {
       if (isBackwardCall(node)) other = true;
       if (const auto* member = dyn_cast<CXXMemberCallExpr>(&node))
         if (const CXXMethodDecl* method = member->getMethodDecl()) {
-          llvm::StringRef n = method->getName();
+          llvm::StringRef n = match::plainName(method);
           if (n == "step" || n == "zero_grad" || n == "save" || n == "load" || n == "barrier" || n == "all_reduce")
             other = true;
         }
@@ -471,7 +471,7 @@ bool lambdaIndexesWith(const CXXOperatorCallExpr& call, unsigned index) {
   bool indexes = false;
   walk(body->getBody(), [&](const Stmt& s) {
     if (const auto* member = dyn_cast<CXXMemberCallExpr>(&s); member && member->getMethodDecl()) {
-      llvm::StringRef name = member->getMethodDecl()->getName();
+      llvm::StringRef name = match::plainName(member->getMethodDecl());
       if (name == "slice" || name == "narrow" || name == "index" || name == "index_select" || name == "select" ||
           name == "at" || name == "get")
         for (const Expr* arg : member->arguments()) indexes = indexes || mentions(arg, param);
@@ -504,7 +504,7 @@ void classifyUse(const DeclRefExpr& ref, const Stmt& body, const std::set<const 
       const CXXMethodDecl* method = call->getMethodDecl();
       const Expr* object = call->getImplicitObjectArgument();
       if (method && child != object && !isa<MemberExpr>(child)) {
-        llvm::StringRef name = method->getName();
+        llvm::StringRef name = match::plainName(method);
         if (name == "slice" || name == "narrow" || name == "index" || name == "index_select" || name == "select" ||
             name == "at" || name == "get" || name == "operator[]" || name == "getitem" || isTensor(object->getType()) ||
             isRandomAccessContainer(object->getType()) || !isLibTorchOrStd(*method)) {
@@ -532,7 +532,7 @@ void classifyUse(const DeclRefExpr& ref, const Stmt& body, const std::set<const 
         // `v.begin() + i`: an iterator into the data.
         const Expr* other = child == op->getArg(0) ? op->getArg(1) : op->getArg(0);
         if (const auto* begin = dyn_cast<CXXMemberCallExpr>(strip(other));
-            begin && begin->getMethodDecl() && begin->getMethodDecl()->getName() == "begin") {
+            begin && begin->getMethodDecl() && match::plainName(begin->getMethodDecl()) == "begin") {
           uses.accesses.push_back(begin->getImplicitObjectArgument());
           return;
         }
@@ -758,7 +758,7 @@ bool tryIndexRange(const ForStmt& loop, ASTContext& context, LoopPlan& plan) {
     for (int depth = 0; parent && depth < 6; ++depth) {
       if (const auto* call = dyn_cast<CXXMemberCallExpr>(parent)) {
         const CXXMethodDecl* method = call->getMethodDecl();
-        llvm::StringRef name = method ? method->getName() : "";
+        llvm::StringRef name = method ? match::plainName(method) : "";
         if (name == "index" || name == "index_select" || name == "at" || name == "operator[]" || name == "take") {
           if (baseDeclOf(call->getImplicitObjectArgument()) != ref->getDecl())
             uses.accesses.push_back(call->getImplicitObjectArgument());
@@ -902,7 +902,7 @@ bool mentionsRank(const Stmt& loop) {
   walk(&loop, [&](const Stmt& s) {
     if (const auto* call = dyn_cast<CXXMemberCallExpr>(&s))
       if (const CXXMethodDecl* method = call->getMethodDecl()) {
-        llvm::StringRef name = method->getName();
+        llvm::StringRef name = match::plainName(method);
         if ((name == "global_rank" || name == "world_size" || name == "local_rank" || name == "get_rank" ||
              name == "getRank" || name == "getSize" || name == "per_rank_random" || name == "shard") &&
             !isTensor(method->getThisType()->getPointeeType()))
@@ -965,7 +965,8 @@ std::string wholeDataRead(const Stmt& loop, ASTContext& context) {
 bool isModuleCall(const Stmt& s) {
   if (const auto* call = dyn_cast<CXXMemberCallExpr>(&s)) {
     const CXXMethodDecl* method = call->getMethodDecl();
-    return method && method->getName() == "forward" && match::derivesFrom(*method->getParent(), "torch::nn::Module");
+    return method && match::plainName(method) == "forward" &&
+           match::derivesFrom(*method->getParent(), "torch::nn::Module");
   }
   if (const auto* call = dyn_cast<CXXOperatorCallExpr>(&s); call && call->getOperator() == OO_Call)
     return match::isModuleType(call->getArg(0)->getType());
@@ -1149,7 +1150,8 @@ std::string differingPassCount(const Stmt& loop, ASTContext& context) {
     walk(function->getBody(), [&](const Stmt& s) {
       if (differs || contains(loop, s, sm) || !writes(s, list)) return;
       const auto* call = dyn_cast<CXXMemberCallExpr>(&s);
-      if (!call || !call->getMethodDecl() || !isMutatingContainerMethod(call->getMethodDecl()->getName())) return;
+      if (!call || !call->getMethodDecl() || !isMutatingContainerMethod(match::plainName(call->getMethodDecl())))
+        return;
       // The loops around the write, up to the one that holds `loop` too.
       DynTypedNode current = DynTypedNode::create(s);
       for (int depth = 0; depth < 256 && !differs; ++depth) {
@@ -1893,7 +1895,7 @@ bool isPerRankScope(const Stmt& loop, ASTContext& context) {
   walk(bodyOf(loop), [&](const Stmt& s) {
     if (const auto* call = dyn_cast<CXXMemberCallExpr>(&s))
       if (const CXXMethodDecl* method = call->getMethodDecl())
-        opened = opened || method->getName() == "per_rank_random";
+        opened = opened || match::plainName(method) == "per_rank_random";
   });
   if (opened) return false;
   auto consider = [&](const Stmt& s) {
@@ -2033,8 +2035,8 @@ std::vector<SourceEdit> perRankEngineSeeds(const Stmt& scopeLoop, ASTContext& co
     const CXXMemberCallExpr* seedCall = nullptr;
     walk(function->getBody(), [&](const Stmt& s) {
       const auto* call = dyn_cast<CXXMemberCallExpr>(&s);
-      if (call && call->getMethodDecl() && call->getMethodDecl()->getName() == "seed" && call->getNumArgs() == 1 &&
-          declOf(call->getImplicitObjectArgument()) == engine &&
+      if (call && call->getMethodDecl() && match::plainName(call->getMethodDecl()) == "seed" &&
+          call->getNumArgs() == 1 && declOf(call->getImplicitObjectArgument()) == engine &&
           sm.isBeforeInTranslationUnit(sm.getExpansionLoc(s.getBeginLoc()),
                                        sm.getExpansionLoc(scopeLoop.getBeginLoc())))
         seedCall = call;
@@ -2201,7 +2203,7 @@ bool isOrderRead(const Stmt& s, const FieldDecl* order, const Expr*& position) {
   if (const auto* call = dyn_cast<CXXMemberCallExpr>(&s)) {
     const CXXMethodDecl* method = call->getMethodDecl();
     if (!method || declOf(call->getImplicitObjectArgument()) != order) return false;
-    llvm::StringRef name = method->getName();
+    llvm::StringRef name = match::plainName(method);
     if ((name == "at" || name == "slice" || name == "narrow" || name == "index" || name == "index_select" ||
          name == "select") &&
         call->getNumArgs() > 0) {
@@ -2227,7 +2229,7 @@ bool isOrderRead(const Stmt& s, const FieldDecl* order, const Expr*& position) {
   for (int side = 0; side < 2 && lhs; ++side, std::swap(lhs, rhs))
     if (const auto* begin = dyn_cast<CXXMemberCallExpr>(strip(lhs));
         begin && begin->getMethodDecl() &&
-        (begin->getMethodDecl()->getName() == "begin" || begin->getMethodDecl()->getName() == "cbegin") &&
+        (match::plainName(begin->getMethodDecl()) == "begin" || match::plainName(begin->getMethodDecl()) == "cbegin") &&
         declOf(begin->getImplicitObjectArgument()) == order) {
       position = rhs;
       return true;
@@ -2247,7 +2249,7 @@ OrderWrite orderWriteOf(const Stmt& s, const Expr*& length) {
   if (const auto* call = dyn_cast<CallExpr>(&s); call && qualifiedName(calleeOf(*call)) == "std::iota")
     return OrderWrite::Fill;
   if (const auto* call = dyn_cast<CXXMemberCallExpr>(&s)) {
-    llvm::StringRef name = call->getMethodDecl() ? call->getMethodDecl()->getName() : "";
+    llvm::StringRef name = call->getMethodDecl() ? match::plainName(call->getMethodDecl()) : "";
     if (name == "resize" && call->getNumArgs() > 0) {
       length = call->getArg(0);
       return OrderWrite::Fill;
@@ -2343,8 +2345,8 @@ const LoaderClassPlan& randomSamplerPlan(const CXXRecordDecl& record, const std:
       // `this->mt.seed(std::rand())`.
       walk(method->getBody(), [&](const Stmt& s) {
         const auto* call = dyn_cast<CXXMemberCallExpr>(&s);
-        if (call && call->getMethodDecl() && call->getMethodDecl()->getName() == "seed" && call->getNumArgs() == 1 &&
-            declOf(call->getImplicitObjectArgument()) == field)
+        if (call && call->getMethodDecl() && match::plainName(call->getMethodDecl()) == "seed" &&
+            call->getNumArgs() == 1 && declOf(call->getImplicitObjectArgument()) == field)
           seedEdit(*call->getArg(0));
       });
     }
@@ -2546,7 +2548,8 @@ const LoaderClassPlan& loaderClassPlan(const CXXRecordDecl& input, ASTContext& c
       // `for (i = 0; i < n; ++i) order[i] = i;` is one fill: the loop.
       bool appends = false;
       if (const auto* call = dyn_cast<CXXMemberCallExpr>(&s); call && call->getMethodDecl())
-        appends = call->getMethodDecl()->getName() == "push_back" || call->getMethodDecl()->getName() == "emplace_back";
+        appends = match::plainName(call->getMethodDecl()) == "push_back" ||
+                  match::plainName(call->getMethodDecl()) == "emplace_back";
       if ((kind == OrderWrite::Other && isElementWrite(s, order)) || (appends && statement && !isLoop(*statement))) {
         const Stmt* current = &s;
         const ForStmt* fill = nullptr;
@@ -2623,7 +2626,7 @@ const LoaderClassPlan& loaderClassPlan(const CXXRecordDecl& input, ASTContext& c
     e = strip(e);
     const auto* call = dyn_cast_or_null<CXXMemberCallExpr>(e);
     if (!call || !call->getMethodDecl() || declOf(call->getImplicitObjectArgument()) != order) return false;
-    llvm::StringRef name = call->getMethodDecl()->getName();
+    llvm::StringRef name = match::plainName(call->getMethodDecl());
     return name == "size" || name == "numel";
   };
   auto lengthOfShare = [&](const Expr& like) {

@@ -90,7 +90,7 @@ bool failsHere(const Stmt& statement, ASTContext& context) {
   if (const auto* call = dyn_cast<CallExpr>(s)) {
     const FunctionDecl* callee = call->getDirectCallee();
     if (callee == nullptr || !callee->getIdentifier()) return false;
-    const StringRef name = callee->getName();
+    const StringRef name = plainName(callee);
     if (name == "abort" || name == "terminate") return true;
     if ((name == "exit" || name == "_exit" || name == "_Exit" || name == "quick_exit") && call->getNumArgs() == 1)
       return nonZeroConstant(call->getArg(0));

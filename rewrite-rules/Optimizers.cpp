@@ -117,7 +117,7 @@ void collectModels(const Expr* expression, const LocalUses& uses, std::set<const
         if (match::isModuleType(argument->IgnoreParenImpCasts()->getType())) addModel(rootModule(*argument));
     if (const auto* call = dyn_cast<CXXMemberCallExpr>(&s)) {
       const CXXMethodDecl* method = call->getMethodDecl();
-      if (method && (method->getName() == "parameters" || method->getName() == "named_parameters") &&
+      if (method && (match::plainName(method) == "parameters" || match::plainName(method) == "named_parameters") &&
           isModuleMethod(method)) {
         addModel(rootModule(*call->getImplicitObjectArgument()));
       }
@@ -331,7 +331,7 @@ OptimizerAssignment optimizerAssignment(const Stmt& s) {
     handle = referencedDecl(lhs);
   } else if (const auto* call = dyn_cast<CXXMemberCallExpr>(&s)) {
     const CXXMethodDecl* method = call->getMethodDecl();
-    if (method && method->getName() == "reset" && call->getNumArgs() == 1) {
+    if (method && match::plainName(method) == "reset" && call->getNumArgs() == 1) {
       handle = referencedDecl(call->getImplicitObjectArgument());
       rhs = call->getArg(0);
     }

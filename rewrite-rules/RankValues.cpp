@@ -31,7 +31,7 @@ struct Search {
 bool isContainerLength(const CXXMemberCallExpr& call) {
   const CXXMethodDecl* method = call.getMethodDecl();
   if (!method || !method->isConst() || isTensor(call.getImplicitObjectArgument()->getType())) return false;
-  llvm::StringRef name = method->getName();
+  llvm::StringRef name = match::plainName(method);
   return name == "size" || name == "empty" || name == "length";
 }
 
@@ -49,7 +49,7 @@ bool feedsNoTally(QualType type) {
 bool isShapeQuery(const CXXMemberCallExpr& call) {
   const CXXMethodDecl* method = call.getMethodDecl();
   if (!method || !isTensor(call.getImplicitObjectArgument()->getType())) return false;
-  llvm::StringRef name = method->getName();
+  llvm::StringRef name = match::plainName(method);
   return name == "size" || name == "sizes" || name == "numel" || name == "dim" || name == "ndimension" ||
          name == "sym_size" || name == "sym_sizes" || name == "dtype" || name == "scalar_type" || name == "device";
 }
@@ -57,7 +57,8 @@ bool isShapeQuery(const CXXMemberCallExpr& call) {
 bool isModuleForward(const Expr& e) {
   if (const auto* call = dyn_cast<CXXMemberCallExpr>(&e)) {
     const CXXMethodDecl* method = call->getMethodDecl();
-    return method && method->getName() == "forward" && match::derivesFrom(*method->getParent(), "torch::nn::Module");
+    return method && match::plainName(method) == "forward" &&
+           match::derivesFrom(*method->getParent(), "torch::nn::Module");
   }
   if (const auto* call = dyn_cast<CXXOperatorCallExpr>(&e); call && call->getOperator() == OO_Call) {
     const auto* record = call->getArg(0)->getType().getNonReferenceType()->getAsCXXRecordDecl();

@@ -30,4 +30,11 @@ bool isModuleType(clang::QualType type);
 // the Fabric's API takes it as `*net`, the module it owns.
 bool isUniquePointerToModule(clang::QualType type);
 
+// The name of a function as written when it is a plain identifier; empty for
+// operators, constructors, destructors and conversions (getName() asserts on
+// those, and a callee met while walking any statement may be one of them).
+inline llvm::StringRef plainName(const clang::NamedDecl* decl) {
+  return decl && decl->getDeclName().isIdentifier() ? decl->getName() : llvm::StringRef();
+}
+
 }  // namespace fabricize::match

@@ -36,7 +36,7 @@ const clang::VarDecl* localArchive(const clang::Expr* expr, llvm::StringRef arch
 // `method(path, ...)`: its first parameter is an std::string (the overload
 // that names a file, not a stream or a buffer).
 bool takesPathFirst(const clang::CXXMethodDecl* method, llvm::StringRef name) {
-  if (!method || method->getName() != name || method->getNumParams() < 1) return false;
+  if (!method || match::plainName(method) != name || method->getNumParams() < 1) return false;
   const clang::CXXRecordDecl* first = method->getParamDecl(0)->getType().getNonReferenceType()->getAsCXXRecordDecl();
   return first && first->isInStdNamespace() && first->getName() == "basic_string";
 }
@@ -65,7 +65,7 @@ const clang::CXXMemberCallExpr* memberCallStatement(const clang::Stmt* statement
 bool bindsTrainingStateOf(const clang::CXXMemberCallExpr& call, llvm::StringRef method,
                           clang::ast_matchers::internal::BoundNodesTreeBuilder& builder) {
   const clang::CXXMethodDecl* callee = call.getMethodDecl();
-  if (!callee || callee->getName() != method) return false;
+  if (!callee || match::plainName(callee) != method) return false;
   // LibTorch's own save/load: a module's override (reading a version
   // field too) is the program's, which fabric.load would not call.
   const clang::CXXRecordDecl* owner = callee->getParent();

@@ -40,8 +40,8 @@ ExistingSetups setupsIn(const FunctionDecl& function) {
     if (!s) return;
     if (const auto* call = dyn_cast<CXXMemberCallExpr>(s)) {
       const CXXMethodDecl* method = call->getMethodDecl();
-      bool setup = method && method->getName() == "setup";
-      bool setupOptimizer = method && method->getName() == "setup_optimizer";
+      bool setup = method && match::plainName(method) == "setup";
+      bool setupOptimizer = method && match::plainName(method) == "setup_optimizer";
       if ((setup || setupOptimizer) && method->getParent()->getQualifiedNameAsString() == "fabric::Fabric" &&
           call->getNumArgs() > 0) {
         if (setup)
