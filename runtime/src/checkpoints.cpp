@@ -152,11 +152,11 @@ bool has_random_state(const State& state) {
 
 // Every rank's `text` on every rank (as int64 values: every backend
 // gathers those).
-std::vector<std::string> gather_texts(Fabric& fabric, const std::string& text) {
+std::vector<std::string> gather_texts(detail::Collectives& collectives, const std::string& text) {
   auto values = torch::empty({static_cast<int64_t>(text.size())}, torch::kLong);
   for (size_t i = 0; i < text.size(); ++i) values[static_cast<int64_t>(i)] = static_cast<unsigned char>(text[i]);
   std::vector<std::string> texts;
-  for (const auto& gathered : fabric.all_gather(values.to(fabric.device()))) {
+  for (const auto& gathered : collectives.all_gather(values.to(collectives.device()))) {
     const auto bytes = gathered.cpu().to(torch::kByte).contiguous();
     texts.emplace_back(reinterpret_cast<const char*>(bytes.data_ptr<uint8_t>()), static_cast<size_t>(bytes.numel()));
   }
@@ -171,32 +171,33 @@ void wait_for_writers(Fabric& fabric) { fabric.barrier("fabric.load()"); }
 
 }  // namespace
 
-detail::RandomStates detail::gather_random_states(Fabric& fabric, const State& state,
+detail::RandomStates detail::gather_random_states(Collectives& collectives, const State& state,
                                                   const LocalGeneratorStates& local) {
   RandomStates states;
-  states.world_size = fabric.world_size();
+  const int world_size = collectives.placement().world_size;
+  const torch::Device device = collectives.device();
+  states.world_size = world_size;
   for (size_t index = 0; index < state.entries().size(); ++index) {
     const auto* stateful = std::get_if<StatefulEntry*>(&state.entries()[index].target());
     if (stateful != nullptr && (*stateful)->per_rank()) {
-      states.per_rank[index] = gather_texts(fabric, (*stateful)->per_rank_text());
+      states.per_rank[index] = gather_texts(collectives, (*stateful)->per_rank_text());
     }
   }
   if (!has_random_state(state)) return states;
-  states.world_size = fabric.world_size();
   // As int64: every backend gathers it.
-  const auto gather = [&fabric](const torch::Tensor& state) {
+  const auto gather = [&collectives, &device](const torch::Tensor& state) {
     std::vector<torch::Tensor> all;
-    for (const auto& tensor : fabric.all_gather(state.to(torch::kLong).to(fabric.device()))) {
+    for (const auto& tensor : collectives.all_gather(state.to(torch::kLong).to(device))) {
       all.push_back(tensor.cpu().to(torch::kByte));
     }
     return all;
   };
   states.cpu = gather(local.cpu);
-  if (fabric.device().is_cuda()) states.cuda = gather(local.cuda);
+  if (device.is_cuda()) states.cuda = gather(local.cuda);
   // Every rank's own streams (fabric.per_rank_random), after a byte that
   // says whether the rank used them (Gloo gathers no empty tensor); an
   // empty tensor for a rank that did not.
-  if (fabric.world_size() > 1) {
+  if (world_size > 1) {
     const auto own = [&gather](const torch::Tensor& state) {
       const auto used = torch::full({1}, state.defined() ? 1 : 0, torch::kByte);
       std::vector<torch::Tensor> all = gather(state.defined() ? torch::cat({used, state}) : used);
@@ -204,7 +205,7 @@ detail::RandomStates detail::gather_random_states(Fabric& fabric, const State& s
       return all;
     };
     states.own_cpu = own(local.own_cpu);
-    if (fabric.device().is_cuda()) states.own_cuda = own(local.own_cuda);
+    if (device.is_cuda()) states.own_cuda = own(local.own_cuda);
   }
   return states;
 }
@@ -248,7 +249,7 @@ void Fabric::load_module_file(const std::string& path, torch::nn::Module& module
     strategy().checkpoint_io().open(path, archive, device());
     detail::collect_module_tensors(module, archive, "", copies);
   };
-  detail::agree_on_load(*this, detail::load_error_of(path, check));
+  detail::agree_on_load(strategy().collectives(), detail::load_error_of(path, check));
   detail::copy_module_tensors(copies);
   strategy().module_loaded(module);
 }
@@ -266,7 +267,7 @@ void Fabric::load_other_file(const std::string& path, const std::function<void(c
                             " (does the file hold what is loaded into?)");
     }
   };
-  detail::agree_on_load(*this, detail::load_error_of(path, load));
+  detail::agree_on_load(strategy().collectives(), detail::load_error_of(path, load));
 }
 
 void Fabric::save_optimizer_file(const std::string& path, torch::optim::Optimizer& optimizer) {
@@ -287,7 +288,7 @@ void Fabric::load_optimizer_file(const std::string& path, torch::optim::Optimize
   wait_for_writers(*this);
   torch::serialize::InputArchive archive;
   const auto open = [&] { strategy().checkpoint_io().open(path, archive, device()); };
-  detail::agree_on_load(*this, detail::load_error_of(path, open));
+  detail::agree_on_load(strategy().collectives(), detail::load_error_of(path, open));
   // An optimizer checks its state while it reads it: agreed on separately.
   const auto load = [&] {
     try {
@@ -298,7 +299,7 @@ void Fabric::load_optimizer_file(const std::string& path, torch::optim::Optimize
                             " (was it saved from this optimizer type, over the same parameters?)");
     }
   };
-  detail::agree_on_load(*this, detail::load_error_of(path, load));
+  detail::agree_on_load(strategy().collectives(), detail::load_error_of(path, load));
   strategy().optimizer_loaded(optimizer);
 }
 
@@ -408,7 +409,7 @@ void Fabric::save(const std::string& path, const State& state) {
   }
   // Every rank's generators, gathered by every rank before rank 0 writes.
   detail::RandomStates random_states;
-  random_states = detail::gather_random_states(*this, state, generator_states());
+  random_states = detail::gather_random_states(strategy().collectives(), state, generator_states());
   save_with(path, [&state, &scaler, &random_states](std::ostream& stream) {
     torch::serialize::OutputArchive archive;
     detail::write_state_archive(
@@ -603,8 +604,8 @@ void Fabric::load(const std::string& path, const State& state, bool strict) {
       }
     }
   };
-  detail::agree_on_load(*this, detail::load_error_of(path, check));
-  detail::agree_on_load(*this, detail::load_error_of(path, apply));
+  detail::agree_on_load(strategy().collectives(), detail::load_error_of(path, check));
+  detail::agree_on_load(strategy().collectives(), detail::load_error_of(path, apply));
 }
 
 }  // namespace fabric

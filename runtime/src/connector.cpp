@@ -2,6 +2,7 @@
 #include "connector.h"
 
 #include "accelerators/accelerator.h"
+#include "strategies/strategy_registry.h"
 #include "plugins/environments/cluster_environment.h"
 
 #include <stdexcept>

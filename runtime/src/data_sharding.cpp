@@ -5,6 +5,8 @@
 // batches.
 #include "data_sharding.h"
 
+#include <fabric/fabric.h>
+
 #include "plugins/environments/cluster_environment.h"
 #include "plugins/environments/process_placement.h"
 #include "strategies/strategy.h"

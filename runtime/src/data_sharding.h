@@ -5,7 +5,8 @@
 // (fabric::shard, fabric::global_rank...) use. Internal.
 #pragma once
 
-#include <fabric/fabric.h>
+#include <fabric/data_sharding.h>
+#include <fabric/types.h>
 
 #include "plugins/io/checkpoint_format.h"
 

@@ -3,17 +3,11 @@
 #include "connector.h"
 #include "data_sharding.h"
 #include "plugins/environments/cluster_environment.h"
+#include "strategies/ddp.h"
 #include "strategies/strategy.h"
 #include "utilities/environment_variables.h"
 #include "utilities/agreement.h"
 #include "utilities/sync_check.h"
-
-#include <dlfcn.h>
-#include <fcntl.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <array>
@@ -114,17 +108,6 @@ class FabricState {
   std::unique_ptr<SyncCheck> sync_check;
   // Optimizers seen to step a set-up model's parameters (never dereferenced).
   std::unordered_set<const torch::optim::Optimizer*> optimizers_known_set_up;
-  bool warned_backward_without_setup = false;
-  // "16-mixed": per parameter, the gradient tensor a synchronized backward
-  // unscaled (weakly: a zero_grad that drops it, or a new gradient, makes
-  // the entry stale). Other gradients hold scaled sums of micro-batches
-  // under no_backward_sync.
-  std::unordered_map<const c10::TensorImpl*, c10::weak_intrusive_ptr<c10::TensorImpl>> unscaled_gradients;
-  bool holds_unscaled_gradient(const at::Tensor& parameter) const {
-    const auto found = unscaled_gradients.find(parameter.unsafeGetTensorImpl());
-    return found != unscaled_gradients.end() && parameter.grad().defined() &&
-           found->second.lock().get() == parameter.grad().unsafeGetTensorImpl();
-  }
   // Backward passes run by this process: a loader's ShardSampler reads it to
   // tell training loaders (padded shares) from evaluation ones (exact).
   std::shared_ptr<std::atomic<uint64_t>> backward_passes = std::make_shared<std::atomic<uint64_t>>(0);
@@ -326,9 +309,6 @@ void release_loose_parameters(detail::FabricState& state, const detail::NamedPar
 void setup_model(detail::FabricState& state, torch::nn::Module& model, std::shared_ptr<torch::nn::Module> owner) {
   torch::nn::Module* const module = &model;
   state.collectives().require_launched("setup()");
-  // Fault injection for fabricize verify's own test: a runtime that draws a
-  // random number must be caught by the 1-process comparison.
-  if (detail::environment_integer("FABRIC_TEST_DRAW_RANDOM_AT_SETUP", 0) != 0) (void)torch::rand({1});
   detail::NamedParameters all_parameters;
   for (const auto& item : module->named_parameters()) {
     all_parameters.emplace_back(item.key(), item.value());
@@ -695,158 +675,14 @@ void Fabric::backward(const torch::Tensor& loss, const torch::Tensor& gradient, 
   state.strategy->check_in_sync("fabric.backward()");
   if (check_sync) check_sync_sampled(/*at_end=*/false);
   verify::record_loss(loss);
-  // With several set-up models (a GAN's generator and discriminator), each
-  // loss reaches only some of them, and the strategy acts only on those it
-  // reaches (a DDP Reducer armed for a backward that never reaches its
-  // parameters would wait for their gradients forever).
-  detail::BackwardGraph graph;
-  auto& reached = graph.nodes;
-  const bool scaling = state.strategy->precision().scales_loss();
-  if ((state.strategy->needs_reached_models() || scaling) && loss.grad_fn()) {
-    std::vector<const torch::autograd::Node*> pending{loss.grad_fn().get()};
-    reached.insert(pending.back());
-    while (!pending.empty()) {
-      const torch::autograd::Node* node = pending.back();
-      pending.pop_back();
-      for (const auto& edge : node->next_edges()) {
-        const torch::autograd::Node* next = edge.function.get();
-        if (next != nullptr && reached.insert(next).second) pending.push_back(next);
-      }
-    }
-  }
-  auto reaches_any = [&graph](const detail::NamedParameters& parameters) {
-    for (const auto& parameter : parameters) {
-      if (graph.reaches(parameter.second)) return true;
-    }
-    return false;
-  };
-  // Set-up models this backward reaches, in setup order; under
-  // no_backward_sync their gradients stay local (not synchronized), and the
-  // next synchronized backward reduces the accumulated sum.
-  std::vector<detail::ReachedModel> models;
-  std::vector<std::vector<at::Tensor>> synchronized_parameters;
-  if (!reached.empty()) {
-    for (const auto& model : state.models) {
-      if (!reaches_any(model.parameters)) continue;
-      const bool synchronized = model.no_sync_depth == 0;
-      models.push_back({model.address, synchronized, &graph});
-      if (!synchronized) continue;
-      std::vector<at::Tensor> parameters;
-      for (const auto& item : model.parameters) parameters.push_back(item.second);
-      synchronized_parameters.push_back(std::move(parameters));
-    }
-  }
-  // Several ranks, and a loss that reaches no set-up model: nothing is
-  // synchronized, and the ranks silently train different models.
-  if (state.placement().world_size > 1 && !state.warned_backward_without_setup && loss.grad_fn() &&
-      (state.models.empty() || (!reached.empty() && models.empty()))) {
-    state.warned_backward_without_setup = true;
-    if (is_global_zero()) {
-      detail::write_stderr_line("fabric: warning: fabric.backward() runs on " + std::to_string(world_size()) +
-                                " processes, but " +
-                                (state.models.empty() ? "no model was passed to fabric.setup()"
-                                                      : "the loss reaches no model passed to fabric.setup()") +
-                                ", so the gradients are not all-reduced: every rank trains its own copy of the model "
-                                "on its own data. Call fabric.setup(model, optimizer) once the optimizer exists, "
-                                "before training. (Printed once, by rank 0.)");
-    }
-  }
-
-  // Outside the collective: an error here involves no other rank.
-  state.strategy->check_backward(models);
-  // A gradient accumulated over several backward passes (no zero_grad
-  // between) is unscaled once: what an earlier synchronized pass unscaled is
-  // set aside during this one and added back after its unscaling; before a
-  // pass under no_backward_sync it is scaled again, as the sum it joins is.
-  std::vector<std::pair<at::Tensor, at::Tensor>> unscaled_earlier;
-  if (scaling) {
-    for (const auto& reached_model : models) {
-      const auto* model = state.find_model(reached_model.module);
-      if (model == nullptr) continue;
-      for (const auto& item : model->parameters) {
-        at::Tensor parameter = item.second;
-        const at::Tensor gradient = parameter.grad();
-        if (!state.holds_unscaled_gradient(parameter)) continue;
-        if (reached_model.synchronized) {
-          unscaled_earlier.emplace_back(parameter, gradient);
-          parameter.mutable_grad() = at::Tensor();
-        } else {
-          torch::NoGradGuard no_grad;
-          gradient.mul_(state.strategy->precision().scaler().scale);
-          state.unscaled_gradients.erase(parameter.unsafeGetTensorImpl());
-        }
-      }
-    }
-  }
-  // A backward that throws gives the set-aside gradients back.
-  struct PutBack {
-    std::vector<std::pair<at::Tensor, at::Tensor>>& earlier;
-    bool done = false;
-    ~PutBack() {
-      if (done) return;
-      for (auto& [parameter, gradient] : earlier) {
-        if (!parameter.grad().defined()) parameter.mutable_grad() = gradient;
-      }
-    }
-  } put_back{unscaled_earlier};
-  state.collectives().run("fabric.backward()", [&] {
-    // The backward pass runs outside autocast: a migrated loop opens
-    // fabric.autocast() before its forward, and the scope usually still
-    // holds at fabric.backward(loss). Each backward op runs in the dtype
-    // autocast chose for its forward op (as PyTorch advises: no backward
-    // under autocast).
-    detail::AutocastPause no_autocast(state.device().type());
-    state.strategy->before_backward(models, loss);
-    if (scaling) {
-      (loss * state.strategy->precision().scaler().scale).backward(gradient, retain_graph, create_graph);
-    } else {
-      loss.backward(gradient, retain_graph, create_graph);
-    }
-    state.strategy->after_backward(models);
-  });
+  std::vector<detail::SetUpModelInBackward> models;
+  models.reserve(state.models.size());
+  for (const auto& model : state.models) models.push_back({model.address, &model.parameters, model.no_sync_depth == 0});
+  const bool synchronized = state.strategy->backward(loss, models, {gradient, retain_graph, create_graph});
   if (auto* monitor = state.collectives().monitor()) monitor->count_backward();
   state.backward_passes->fetch_add(1);
-  for (const auto& model : models) {
-    if (model.synchronized && state.placement().world_size > 1) {
-      watch_for_duplicate_data(loss, ++state.gradient_synchronizations);
-      break;
-    }
-  }
-  if (!scaling) return;
-
-  // Gradients are reduced now (the Reducer finishes inside backward).
-  const bool found_inf =
-      state.strategy->precision().unscale_and_update(synchronized_parameters, [&state](bool local_inf) {
-        return state.collectives().run("fabric.backward() (loss scaler)",
-                                       [&] { return state.strategy->agree_any(local_inf); });
-      });
-  // On inf/NaN the step is skipped: the earlier passes' share goes too.
-  put_back.done = true;
-  torch::NoGradGuard no_grad;
-  for (auto& [parameter, earlier] : unscaled_earlier) {
-    if (found_inf) continue;
-    at::Tensor gradient = parameter.grad();
-    if (gradient.defined()) {
-      earlier.add_(gradient);
-    }
-    parameter.mutable_grad() = earlier;
-  }
-  for (const auto& parameters : synchronized_parameters) {
-    for (const auto& parameter : parameters) {
-      if (parameter.grad().defined()) {
-        state.unscaled_gradients.insert_or_assign(
-            parameter.unsafeGetTensorImpl(),
-            c10::weak_intrusive_ptr<c10::TensorImpl>(parameter.grad().getIntrusivePtr()));
-      } else {
-        state.unscaled_gradients.erase(parameter.unsafeGetTensorImpl());
-      }
-    }
-  }
-  // Entries of gradients gone (dropped by zero_grad, or of a model that was
-  // destroyed).
-  for (auto entry = state.unscaled_gradients.begin(); entry != state.unscaled_gradients.end();) {
-    entry = entry->second.expired() ? state.unscaled_gradients.erase(entry) : std::next(entry);
-  }
+  if (synchronized && state.placement().world_size > 1)
+    watch_for_duplicate_data(loss, ++state.gradient_synchronizations);
 }
 
 namespace {

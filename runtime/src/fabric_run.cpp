@@ -15,7 +15,7 @@
 // is left alone. No LibTorch in here.
 #include <fabric/options.h>
 
-#include "strategies/launchers/launcher.h"
+#include "launchers/launcher.h"
 
 #include <netinet/in.h>
 #include <sys/socket.h>

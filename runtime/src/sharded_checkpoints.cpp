@@ -24,7 +24,7 @@
 #include "plugins/io/checkpoint_format.h"
 #include "plugins/io/checkpoint_load.h"
 #include "strategies/strategy.h"
-#include "strategies/launchers/launcher.h"
+#include "launchers/launcher.h"
 #include "strategies/storage_materializer.h"
 
 #include <dirent.h>
@@ -178,7 +178,7 @@ bool Fabric::saves_sharded() const {
 void Fabric::save_sharded(const std::string& path, const State& state) {
   auto scope = strategy().collectives().scope("fabric.save()");
   detail::RandomStates random_states;
-  random_states = detail::gather_random_states(*this, state, generator_states());
+  random_states = detail::gather_random_states(strategy().collectives(), state, generator_states());
 
   std::string generation;
   if (is_global_zero()) {
@@ -254,7 +254,7 @@ void Fabric::save_sharded(const std::string& path, const State& state) {
             "': " + detail::first_line_of(detail::message_of(failure));
   }
   // Every part in place before `latest` names the generation.
-  detail::agree_on_load(*this, error);
+  detail::agree_on_load(strategy().collectives(), error);
 
   std::string published;
   if (is_global_zero()) {
@@ -340,7 +340,7 @@ void Fabric::load_sharded(const std::string& path, const State& state, bool stri
       }
     }
   };
-  detail::agree_on_load(*this, detail::load_error_of(path, check));
+  detail::agree_on_load(strategy().collectives(), detail::load_error_of(path, check));
 
   // The parts one at a time: each rank keeps what it owns of each. The
   // strategy learns of every module's new values even when a part fails
@@ -380,7 +380,7 @@ void Fabric::load_sharded(const std::string& path, const State& state, bool stri
       }
     }
   };
-  detail::agree_on_load(*this, detail::load_error_of(path, apply));
+  detail::agree_on_load(strategy().collectives(), detail::load_error_of(path, apply));
 
   // Everything else is in rank 0's part, in the one-file format.
   State others{};

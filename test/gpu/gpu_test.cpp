@@ -190,7 +190,7 @@ int main(int argc, char** argv) {
   };
 
 #ifdef USE_C10D_NCCL
-  // fsdp's collectives on CUDA tensors, called as strategy_fsdp.cpp calls
+  // fsdp's collectives on CUDA tensors, called as strategies/fsdp.cpp calls
   // them: the flat all-gather and reduce-scatter (world size 1: identities).
   auto fsdp_collectives_check = [&](const fabric::detail::c10d_compat::ProcessGroupPtr& group,
                                     const std::string& name) {

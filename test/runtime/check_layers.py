@@ -15,7 +15,11 @@ This reads every `#include` of runtime/src/ and fails when
     itself or through the headers it includes (public <fabric/...> ones too);
   - a file other than fabric.cpp names FabricState: what a Fabric keeps
     besides its strategy is that file's alone, and the other components are
-    reached through the strategy that owns them.
+    reached through the strategy that owns them;
+  - a file below the facade's layer, or a public header other than the
+    facade itself, includes the facade <fabric/fabric.h>: the components
+    share types through <fabric/types.h> and reach each other through
+    their own headers, never through the class that orchestrates them.
 
   test/runtime/check_layers.py [--root <checkout>] [--self-test]
 
@@ -34,14 +38,14 @@ from check_layers import cycle_path, find_cycles, match, strip_comments  # noqa:
 
 # Bottom up. A file may include files of its own layer and of the layers
 # below it, never of one above. The first layer whose patterns match a
-# module is its layer (strategies/launchers/* before strategies/*).
+# module is its layer (checked in order).
 LAYERS = [
     ("utilities", "no component of its own: messages, variables, c10d's compatibility, the options",
      ["utilities/*", "options", "verify_files"]),
     ("environments and accelerators", "where a process is in its job, and on which device",
      ["plugins/environments/*", "accelerators/*"]),
     ("launchers", "starting the ranks and watching them",
-     ["strategies/launchers/*"]),
+     ["launchers/*"]),
     ("plugins", "collectives, precision, checkpoint IO, loggers: what a strategy owns",
      ["plugins/collectives/*", "plugins/precision/*", "plugins/io/*", "loggers/*"]),
     ("strategies", "ddp, zero1/zero2, fsdp over the plugins",
@@ -55,11 +59,15 @@ LAYERS = [
 # What builds without LibTorch: fabric-run (starts instantly), the option
 # names (fabricize compiles options.cpp), the launcher and what it needs.
 LIBTORCH_FREE = ["options", "fabric_run", "verify_files", "utilities/messages", "utilities/environment_variables",
-                 "plugins/environments/*", "strategies/launchers/*", "loggers/*"]
+                 "plugins/environments/*", "launchers/*", "loggers/*"]
 LIBTORCH = re.compile(r"^(torch|ATen|c10|caffe2)/")
 # The only file that may name FabricState (fabric.h declares it for the pimpl).
 STATE_OWNER = "fabric.cpp"
 STATE_NAME = re.compile(r"\bFabricState\b")
+# The facade: only the files of its own layer (they implement its members)
+# include it.
+FACADE = "fabric/fabric.h"
+FACADE_LAYER = "fabric"
 
 SOURCE = "runtime/src"
 PUBLIC = "runtime/include"
@@ -122,6 +130,10 @@ def check(root):
         for line, quoted, target in includes_of(text):
             where = resolve(quoted, target)
             edges[("src", path)].append(where)
+            if not quoted and target == FACADE and layer is not None and LAYERS[layer][0] != FACADE_LAYER:
+                problems.append(f"{SOURCE}/{path}:{line}: {LAYERS[layer][0]} ({module}) includes the facade "
+                                f"<{FACADE}>: include <fabric/types.h> for the shared types, or the header of "
+                                "the component it needs")
             if not quoted:
                 continue
             if where[0] != "src":
@@ -142,6 +154,10 @@ def check(root):
                             "the process group, precision and checkpoint IO through the strategy (Fabric::strategy())")
     for path, text in public.items():
         edges[("public", path)] = [resolve(quoted, target) for _, quoted, target in includes_of(text)]
+        for line, quoted, target in includes_of(text):
+            if not quoted and target == FACADE and path != FACADE:
+                problems.append(f"{PUBLIC}/{path}:{line}: includes the facade <{FACADE}>: a public header "
+                                "below it includes <fabric/types.h> for the shared types")
 
     for members in find_cycles(graph):
         problems.append(f"{SOURCE}: include cycle: {cycle_path(graph, members)}")
@@ -192,13 +208,19 @@ SELF_TESTS = [
       '#include "plugins/io/a.h"\n'},
      "include cycle"),
     ("LibTorch through a public header",
-     {f"{SOURCE}/strategies/launchers/launcher.cpp": "#include <fabric/fabric.h>\n",
+     {f"{SOURCE}/launchers/launcher.cpp": "#include <fabric/fabric.h>\n",
       f"{PUBLIC}/fabric/fabric.h": "#include <torch/torch.h>\n"},
      "must build without LibTorch"),
     ("LibTorch through a quoted header",
      {f"{SOURCE}/options.cpp": '#include "utilities/c10d_compat.h"\n',
       f"{SOURCE}/utilities/c10d_compat.h": "#include <c10/util/Exception.h>\n"},
      "must build without LibTorch"),
+    ("a component including the facade",
+     {f"{SOURCE}/plugins/io/checkpoint_io.cpp": "#include <fabric/fabric.h>\n"},
+     "includes the facade"),
+    ("a public header including the facade",
+     {f"{PUBLIC}/fabric/data.h": "#include <fabric/fabric.h>\n"},
+     "includes the facade"),
     ("the state named elsewhere",
      {f"{SOURCE}/checkpoints.cpp": "void f(detail::FabricState& state);\n"},
      "names FabricState"),
@@ -206,9 +228,11 @@ SELF_TESTS = [
 # And a tree that breaks none: nothing may be reported.
 CLEAN_TREE = {
     f"{SOURCE}/utilities/messages.h": "#include <string>\n",
-    f"{SOURCE}/strategies/launchers/launcher.cpp": '#include "utilities/messages.h"\n// #include <torch/torch.h>\n',
+    f"{SOURCE}/launchers/launcher.cpp": '#include "utilities/messages.h"\n// #include <torch/torch.h>\n',
     f"{SOURCE}/strategies/strategy.h": '#include "utilities/messages.h"\n#include <torch/torch.h>\n',
-    f"{SOURCE}/fabric.cpp": '#include "strategies/strategy.h"\nstruct FabricState {};\n',
+    f"{SOURCE}/fabric.cpp": '#include <fabric/fabric.h>\n#include "strategies/strategy.h"\nstruct FabricState {};\n',
+    f"{SOURCE}/plugins/io/checkpoint_io.cpp": "#include <fabric/types.h>\n",
+    f"{PUBLIC}/fabric/fabric.h": "#include <fabric/types.h>\n",
 }
 
 

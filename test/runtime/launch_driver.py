@@ -163,7 +163,7 @@ def processes_with_argument(argument):
 
 def output_relays():
     """pids of the launcher's output relays (a fork of a rank that retitles
-    itself at once: see runtime/src/strategies/launchers/output_relay.h)."""
+    itself at once: see runtime/src/launchers/output_relay.h)."""
     pids = set()
     for entry in os.listdir("/proc"):
         try:

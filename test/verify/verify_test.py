@@ -15,8 +15,8 @@ Inputs/classifier/train.cpp by one textual change, which must apply):
   file_every_rank      the CSV log opened on every rank, and a command started with
                        popen on every rank that writes a file: each a file written
                        by 2 ranks (a rank's child processes count as the rank)
-  runtime_random       the runtime draws a random number at setup
-                       (FABRIC_TEST_DRAW_RANDOM_AT_SETUP): the 1-rank records differ
+  runtime_random       a random number drawn right after setup (what a runtime that
+                       drew one there would do): the 1-rank records differ
   divergent_stop       test/shapes/early_stop (stops on a per-rank loss): the 2-rank
                        job ends early, with the runtime's message and the finding
   data_not_split       Inputs/full_batch: full-batch training, which fabricize reports
@@ -49,6 +49,8 @@ MUTATIONS = {
                         (r"fabric\.step\(optimizer\);",
                          "fabric.step(optimizer);\n      if (FILE* plot = popen(\"cat > loss_plot.txt\", \"w\")) "
                          "{ fputs(\"plot\", plot); pclose(plot); }")],
+    "runtime_random": (r"fabric\.setup\(model, optimizer\);",
+                       "fabric.setup(model, optimizer);\n  (void)torch::rand({1});"),
     "cannot_build": (r"fabric\.backward\(loss\);", "fabric.backward(loss) this does not compile;"),
     # Both ranks (and the 1-process run) stop forever after their 3rd step.
     "hang": (r"fabric\.step\(optimizer\);",
@@ -148,8 +150,6 @@ def main():
         command.append(CLASSIFIER)
         if args.case in MUTATIONS:
             command += ["--migrated", broken_migration(args, args.case)]
-        if args.case == "runtime_random":
-            env["FABRIC_TEST_DRAW_RANDOM_AT_SETUP"] = "1"
 
     if args.case == "hang":
         command[command.index("--timeout") + 1] = "20"

@@ -11,11 +11,13 @@
 //                  overlapped with backward (PyTorch's DDP)
 //   fsdp           zero2 plus the parameters: a rank keeps only those it
 //                  owns and gathers a unit's others around its use
-//                  (strategy_fsdp.cpp)
 //   zero1, zero2   ZeRO-style sharding: every trained parameter has one owner
 //                  rank, which alone holds its optimizer state (and, zero2,
 //                  its gradient after backward) and updates it; fabric.step()
 //                  then broadcasts each parameter from its owner
+//
+// Each strategy has its file, named after it: single_device, ddp, zero
+// (zero1 and zero2), fsdp; strategy_registry makes one by its name.
 //
 // Fabric calls the collective hooks (setup_module, before/after_backward,
 // agree_any, step, gather_optimizer_state) on every rank in the same order,
@@ -52,9 +54,11 @@ struct StrategyContext {
 };
 
 // The autograd nodes a backward will run: everything its loss reaches.
-// Built by Fabric::backward when the strategy needs_reached_models().
+// Built by Strategy::backward when the strategy needs_reached_models() or
+// the precision scales the loss.
 struct BackwardGraph {
   std::unordered_set<const torch::autograd::Node*> nodes;
+  static BackwardGraph of(const at::Tensor& loss);
   // Whether the backward reaches `parameter`, i.e. will accumulate a
   // gradient into it (its AccumulateGrad node is in the graph; a parameter
   // that no graph ever used has none yet).
@@ -74,7 +78,22 @@ struct ReachedModel {
   const BackwardGraph* graph = nullptr;
 };
 
-using NamedParameters = std::vector<std::pair<std::string, at::Tensor>>;
+// A set-up model as fabric.backward() hands it to the strategy: where it was
+// set up (never dereferenced: a model held by value may be gone), the
+// parameters kept at setup, and whether its gradients are synchronized
+// (no no_backward_sync guard holds it).
+struct SetUpModelInBackward {
+  const torch::nn::Module* module;
+  const NamedParameters* parameters;
+  bool synchronized;
+};
+
+// loss.backward()'s own arguments.
+struct BackwardArguments {
+  at::Tensor gradient;
+  c10::optional<bool> retain_graph;
+  bool create_graph = false;
+};
 
 // The plugins a strategy trains with; the connector builds them.
 struct StrategyPlugins {
@@ -142,6 +161,14 @@ class Strategy {
   // Whether Fabric watches set-up parameters for new storage (fsdp moves
   // them between its own storages, and catches replaced ones itself).
   virtual bool follows_replaced_parameters() const { return true; }
+  // fabric.backward(), on every rank: finds the set-up models the loss
+  // reaches (in setup order), checks that they can be synchronized (outside
+  // the collective: an error there involves no other rank), then runs the
+  // backward in one collective between before_backward and after_backward,
+  // with the precision's loss scaling around it. Returns whether it
+  // synchronized any model's gradients.
+  bool backward(const at::Tensor& loss, const std::vector<SetUpModelInBackward>& set_up,
+                const BackwardArguments& arguments);
   // Whether backward() must find out which set-up models the loss reaches.
   virtual bool needs_reached_models() const { return false; }
   // Called before backward's collective: throws (std::runtime_error) when
@@ -216,6 +243,10 @@ class Strategy {
  private:
   // Connects the collectives, then tells the strategy.
   void setup_environment(bool starts_local_ranks);
+  // Several ranks, and a loss that reaches no set-up model: rank 0 says once
+  // that nothing is synchronized.
+  void warn_backward_without_set_up_model(bool none_set_up);
+  bool warned_backward_without_set_up_model_ = false;
   // Declared before the context: destroyed after it, so the context's
   // reference to the group goes first and the collectives then release the
   // group before the store.
@@ -224,71 +255,6 @@ class Strategy {
  protected:
   StrategyContext context_;
 };
-
-// "single_device", "ddp", "zero1", "zero2" or "fsdp" (resolved names).
-std::unique_ptr<Strategy> make_strategy(const StrategyContext& context);
-
-// DDP's gradient synchronization; also the all-reduce of "zero1".
-class DdpStrategy : public Strategy {
- public:
-  explicit DdpStrategy(const StrategyContext& context);
-  ~DdpStrategy() override;
-  void setup_module(const torch::nn::Module& module, const NamedParameters& trained) override;
-  // The model's Reducer is replaced by one over `trained` (none when it is
-  // empty). Gradients a no_backward_sync window accumulated so far are
-  // still averaged at its end.
-  void trained_parameters_changed(const torch::nn::Module* module, const NamedParameters& trained) override;
-  bool needs_reached_models() const override { return !reducers_.empty(); }
-  void check_backward(const std::vector<ReachedModel>& models) const override;
-  void before_backward(const std::vector<ReachedModel>& models, const at::Tensor& loss) override;
-  void after_backward(const std::vector<ReachedModel>& models) override;
-  void forget_module(const torch::nn::Module* module) override;
-
- private:
-  struct ModelReducer {
-    const torch::nn::Module* module = nullptr;
-    NamedParameters parameters;  // what the Reducer waits for, in its order
-    std::shared_ptr<c10d::Reducer> reducer;
-    // Declared after the Reducer, so destroyed before it (its destructor
-    // reads the Reducer). See setup_module.
-    std::shared_ptr<c10d::Logger> logger;
-    // find_unused_parameters where the Reducer ignores backward passes under
-    // no_backward_sync (c10d_compat::kReducerCountsUsageUnderNoSync): which
-    // parameters such passes reached since the last synchronized backward,
-    // and which the synchronized backward now running reaches.
-    std::vector<char> reached_without_sync;
-    std::vector<char> reached_by_sync;
-    bool accumulated = false;  // a backward ran under no_backward_sync since the last sync
-    bool average_after_backward = false;
-    // Whether its Reducer searches each backward's graph for unused
-    // parameters: the option, or turned on by the first synchronized
-    // backward (see agree_on_unused_parameters).
-    bool find_unused = false;
-    bool synchronized_once = false;
-  };
-  // A Reducer (and its c10d::Logger) over `trained`, which is not empty.
-  ModelReducer make_model_reducer(const torch::nn::Module* module, const NamedParameters& trained, bool find_unused);
-  // The first synchronized backward of a model whose find_unused_parameters
-  // nobody chose: the ranks compare the trained parameters it reaches on
-  // none of them. The same set everywhere turns the search on for that
-  // model (rank 0 says so, once); different sets throw on every rank.
-  void agree_on_unused_parameters(ModelReducer& model, const ReachedModel& reached);
-  // check_backward's message for parameters a backward does not reach.
-  std::string unreached_message(const std::vector<std::string>& unreached) const;
-  bool noted_unused_parameters_ = false;
-  // Records what backward passes reach, for the case above.
-  void note_reached_parameters(const std::vector<ReachedModel>& models);
-  // After the synchronized backward: averages across ranks the gradients
-  // of the parameters some rank used under no_backward_sync that the
-  // synchronized backward reached on no rank (the Reducer left them local).
-  void average_gradients_used_only_without_sync(ModelReducer& model);
-  std::vector<ModelReducer> reducers_;
-};
-
-std::unique_ptr<Strategy> make_sharded_strategy(const StrategyContext& context, int stage);
-
-// DDP's bucket sizes for `options` (bytes): the first bucket, the others.
-std::pair<size_t, size_t> bucket_bytes(const Options& options);
 
 }  // namespace detail
 }  // namespace fabric

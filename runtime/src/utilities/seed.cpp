@@ -4,7 +4,7 @@
 
 #include "utilities/messages.h"
 
-#include <fabric/fabric.h>
+#include <fabric/types.h>
 
 #include <ATen/CPUGeneratorImpl.h>
 

@@ -7,12 +7,12 @@
 // or a timeout is said in words.
 #pragma once
 
-#include <fabric/fabric.h>
+#include <fabric/types.h>
 
 #include "plugins/collectives/job_monitor.h"
 #include "plugins/collectives/rendezvous.h"
 #include "plugins/environments/process_placement.h"
-#include "strategies/launchers/launcher.h"
+#include "launchers/launcher.h"
 #include "utilities/c10d_compat.h"
 #include "utilities/messages.h"
 
@@ -54,6 +54,7 @@ class Collectives {
   bool launched() const { return launched_; }
 
   const ProcessPlacement& placement() const { return placement_; }
+  const torch::Device& device() const { return device_; }
   const c10d_compat::ProcessGroupPtr& group() const { return group_; }
   JobMonitor* monitor() const { return monitor_.get(); }
   // ~Fabric: the monitor goes before the strategy's own state (Reducers,

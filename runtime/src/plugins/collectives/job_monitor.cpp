@@ -1,7 +1,7 @@
 // See job_monitor.h.
 #include "plugins/collectives/job_monitor.h"
 
-#include "strategies/launchers/launcher.h"
+#include "launchers/launcher.h"
 
 #include <pthread.h>
 #include <signal.h>

@@ -3,8 +3,9 @@
 // Internal: not installed.
 #pragma once
 
-#include <fabric/fabric.h>
+#include <fabric/types.h>
 
+#include "plugins/collectives/collectives.h"
 #include "plugins/precision/precision.h"
 
 #include <functional>
@@ -60,7 +61,7 @@ struct RandomStates {
 };
 // Collective: the default generators (if the State has a RandomState; this
 // rank's are `local`) and the per-rank entries of every rank.
-RandomStates gather_random_states(Fabric& fabric, const State& state, const LocalGeneratorStates& local);
+RandomStates gather_random_states(Collectives& collectives, const State& state, const LocalGeneratorStates& local);
 
 // How write_state_archive writes: a module entry through `write_module`;
 // with `all_entries` false only module and optimizer entries (the other

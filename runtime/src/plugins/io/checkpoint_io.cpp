@@ -1,6 +1,6 @@
 // The default CheckpointIO plugin (checkpoint_io.h): files written
 // atomically, the CRC-32 of every record checked.
-#include <fabric/fabric.h>
+#include <fabric/types.h>
 
 #include "plugins/io/checkpoint_io.h"
 

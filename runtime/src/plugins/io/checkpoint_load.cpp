@@ -89,21 +89,22 @@ void open_checkpoint(const std::string& path, torch::serialize::InputArchive& ar
   }
 }
 
-void agree_on_load(Fabric& fabric, const std::string& local_error) {
-  if (fabric.world_size() == 1) {
+void agree_on_load(Collectives& collectives, const std::string& local_error) {
+  const ProcessPlacement& placement = collectives.placement();
+  if (placement.world_size == 1) {
     if (!local_error.empty()) throw CheckpointError(local_error);
     return;
   }
-  auto failed = torch::zeros({fabric.world_size()}, torch::kLong);
-  failed.accessor<int64_t, 1>()[fabric.global_rank()] = local_error.empty() ? 0 : 1;
-  const auto everybody = fabric.all_reduce(failed, ReduceOp::Sum).cpu();
+  auto failed = torch::zeros({placement.world_size}, torch::kLong);
+  failed.accessor<int64_t, 1>()[placement.global_rank] = local_error.empty() ? 0 : 1;
+  const auto everybody = collectives.all_reduce(failed, ReduceOp::Sum).cpu();
   std::vector<int> failing;
   std::vector<int> fine;
-  for (int rank = 0; rank < fabric.world_size(); ++rank) {
+  for (int rank = 0; rank < placement.world_size; ++rank) {
     (everybody.accessor<int64_t, 1>()[rank] != 0 ? failing : fine).push_back(rank);
   }
   if (failing.empty()) return;
-  std::string message = fabric.broadcast(local_error, failing.front());
+  std::string message = collectives.broadcast(local_error, failing.front());
   if (!fine.empty()) {
     message += " [on " + rank_list(failing) + " only; " + rank_list(fine) +
                " could read it. Every rank reads the checkpoint itself: it must be at that path "

@@ -5,8 +5,9 @@
 // to do.
 #pragma once
 
-#include <fabric/fabric.h>
+#include <fabric/types.h>
 
+#include "plugins/collectives/collectives.h"
 #include "utilities/messages.h"
 
 #include <exception>
@@ -59,7 +60,7 @@ std::string load_error_of(const std::string& path, Function&& function) {
 // (the first failing rank's), so that no rank goes on to train while
 // another one stopped (a checkpoint that only some ranks can see). One
 // all-reduce of world_size integers, plus a broadcast on failure.
-void agree_on_load(Fabric& fabric, const std::string& local_error);
+void agree_on_load(Collectives& collectives, const std::string& local_error);
 
 }  // namespace detail
 }  // namespace fabric

@@ -1,7 +1,7 @@
 // See precision.h.
 #include "plugins/precision/precision.h"
 
-#include <fabric/fabric.h>
+#include <fabric/types.h>
 
 #include "utilities/c10d_compat.h"
 
@@ -65,6 +65,76 @@ bool Precision::autocasts() const {
 at::ScalarType Precision::autocast_dtype() const {
   if (name_ == "bf16-mixed") return at::kBFloat16;
   return autocasts() ? at::kHalf : at::kFloat;
+}
+
+ScaledBackward::~ScaledBackward() {
+  if (finished_) return;
+  for (auto& [parameter, gradient] : set_aside_) {
+    if (!parameter.grad().defined()) parameter.mutable_grad() = gradient;
+  }
+}
+
+bool Precision::holds_unscaled_gradient(const at::Tensor& parameter) const {
+  const auto found = unscaled_gradients_.find(parameter.unsafeGetTensorImpl());
+  return found != unscaled_gradients_.end() && parameter.grad().defined() &&
+         found->second.lock().get() == parameter.grad().unsafeGetTensorImpl();
+}
+
+ScaledBackward Precision::begin_scaled_backward(const std::vector<GradientsInBackward>& models) {
+  ScaledBackward pass;
+  for (const auto& model : models) {
+    for (const auto& item : *model.parameters) {
+      at::Tensor parameter = item.second;
+      if (!holds_unscaled_gradient(parameter)) continue;
+      const at::Tensor gradient = parameter.grad();
+      if (model.synchronized) {
+        pass.set_aside_.emplace_back(parameter, gradient);
+        parameter.mutable_grad() = at::Tensor();
+      } else {
+        torch::NoGradGuard no_grad;
+        gradient.mul_(scaler_.scale);
+        unscaled_gradients_.erase(parameter.unsafeGetTensorImpl());
+      }
+    }
+  }
+  return pass;
+}
+
+bool Precision::finish_scaled_backward(ScaledBackward& pass, const std::vector<GradientsInBackward>& models,
+                                       const std::function<bool(bool)>& agree_any) {
+  std::vector<std::vector<at::Tensor>> synchronized_parameters;
+  for (const auto& model : models) {
+    if (!model.synchronized) continue;
+    std::vector<at::Tensor> parameters;
+    for (const auto& item : *model.parameters) parameters.push_back(item.second);
+    synchronized_parameters.push_back(std::move(parameters));
+  }
+  const bool found_inf = unscale_and_update(synchronized_parameters, agree_any);
+  // On inf/NaN the step is skipped: the earlier passes' share goes too.
+  pass.finished_ = true;
+  torch::NoGradGuard no_grad;
+  for (auto& [parameter, earlier] : pass.set_aside_) {
+    if (found_inf) continue;
+    at::Tensor gradient = parameter.grad();
+    if (gradient.defined()) earlier.add_(gradient);
+    parameter.mutable_grad() = earlier;
+  }
+  for (const auto& parameters : synchronized_parameters) {
+    for (const auto& parameter : parameters) {
+      if (parameter.grad().defined()) {
+        unscaled_gradients_.insert_or_assign(parameter.unsafeGetTensorImpl(), c10::weak_intrusive_ptr<c10::TensorImpl>(
+                                                                                  parameter.grad().getIntrusivePtr()));
+      } else {
+        unscaled_gradients_.erase(parameter.unsafeGetTensorImpl());
+      }
+    }
+  }
+  // Entries of gradients gone (dropped by zero_grad, or of a model that was
+  // destroyed).
+  for (auto entry = unscaled_gradients_.begin(); entry != unscaled_gradients_.end();) {
+    entry = entry->second.expired() ? unscaled_gradients_.erase(entry) : std::next(entry);
+  }
+  return found_inf;
 }
 
 bool Precision::unscale_and_update(const std::vector<std::vector<at::Tensor>>& synchronized_parameters,

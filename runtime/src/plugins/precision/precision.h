@@ -12,10 +12,40 @@
 
 #include <functional>
 #include <string>
+#include <unordered_map>
+#include <utility>
 #include <vector>
 
 namespace fabric {
 namespace detail {
+
+using NamedParameters = std::vector<std::pair<std::string, at::Tensor>>;
+
+// A set-up model's parameters in one backward, and whether that backward
+// synchronizes their gradients (not under no_backward_sync).
+struct GradientsInBackward {
+  const NamedParameters* parameters;
+  bool synchronized;
+};
+
+// One scaled backward's gradient bookkeeping (Precision::begin_scaled_backward):
+// the gradients an earlier synchronized pass unscaled, set aside while this
+// pass adds its scaled ones. A backward that throws gives them back when
+// this goes.
+class ScaledBackward {
+ public:
+  ScaledBackward() = default;
+  ScaledBackward(ScaledBackward&&) = default;
+  ScaledBackward& operator=(ScaledBackward&&) = delete;
+  ScaledBackward(const ScaledBackward&) = delete;
+  ScaledBackward& operator=(const ScaledBackward&) = delete;
+  ~ScaledBackward();
+
+ private:
+  friend class Precision;
+  std::vector<std::pair<at::Tensor, at::Tensor>> set_aside_;  // (parameter, its unscaled gradient)
+  bool finished_ = false;
+};
 
 // "16-mixed": PyTorch's GradScaler's state.
 struct LossScaler {
@@ -43,6 +73,21 @@ class Precision {
   // fabric.loss_scale(): 1 unless the loss is scaled.
   double loss_scale() const { return scaler_.active ? scaler_.scale : 1.0; }
 
+  // The loss a scaled backward starts from.
+  at::Tensor scale(const at::Tensor& loss) const { return loss * scaler_.scale; }
+  // Before a scaled backward that reaches `models`. A gradient accumulated
+  // over several backward passes (no zero_grad between) is unscaled once:
+  // what an earlier synchronized pass unscaled is set aside during this one
+  // and added back after its unscaling; before a pass under
+  // no_backward_sync it is scaled again, as the sum it joins is.
+  ScaledBackward begin_scaled_backward(const std::vector<GradientsInBackward>& models);
+  // After it (gradients are reduced now: the Reducer finishes inside
+  // backward): unscales the synchronized gradients (unscale_and_update),
+  // adds back what `pass` set aside, and remembers which gradients are
+  // unscaled. Returns whether an inf/NaN was found (the step is skipped).
+  bool finish_scaled_backward(ScaledBackward& pass, const std::vector<GradientsInBackward>& models,
+                              const std::function<bool(bool)>& agree_any);
+
   // After a scaled backward: unscales the gradients of the parameters that
   // were synchronized; `agree_any` (the strategy's, a collective where
   // gradients are sharded) makes one rank's inf/NaN every rank's. Then skips
@@ -52,9 +97,17 @@ class Precision {
                           const std::function<bool(bool)>& agree_any);
 
  private:
+  // Whether `parameter`'s gradient is the one a synchronized backward
+  // unscaled (not a scaled sum of micro-batches since).
+  bool holds_unscaled_gradient(const at::Tensor& parameter) const;
   std::string name_;
   torch::Device device_;
   LossScaler scaler_;
+  // Per parameter, the gradient tensor a synchronized backward unscaled
+  // (weakly: a zero_grad that drops it, or a new gradient, makes the entry
+  // stale). Other gradients hold scaled sums of micro-batches under
+  // no_backward_sync.
+  std::unordered_map<const c10::TensorImpl*, c10::weak_intrusive_ptr<c10::TensorImpl>> unscaled_gradients_;
 };
 
 // While alive, autocast is off for `device_type` (restored after): the

@@ -1,4 +1,4 @@
-#include "strategies/launchers/output_relay.h"
+#include "launchers/output_relay.h"
 
 #include <fcntl.h>
 #include <poll.h>

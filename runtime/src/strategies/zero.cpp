@@ -1,5 +1,5 @@
-// The sharded strategies' shared parts (strategy_sharded.h).
-#include "strategies/strategy_sharded.h"
+// The zero strategies' parts that are not inline (zero.h).
+#include "strategies/zero.h"
 
 namespace fabric {
 namespace detail {
@@ -34,9 +34,9 @@ std::unique_ptr<torch::optim::OptimizerParamState> new_parameter_state(const tor
       "from. Use strategy 'ddp' for it, or step it once on every rank before saving");
 }
 
-std::unique_ptr<Strategy> make_sharded_strategy(const StrategyContext& context, int stage) {
-  if (stage == 3) return make_fsdp_strategy(context);
-  return std::make_unique<ShardedStrategy>(context, stage);
+std::unique_ptr<Strategy> make_zero_strategy(const StrategyContext& context, int stage) {
+  if (stage != 1 && stage != 2) throw std::logic_error("fabric: zero has stages 1 and 2 (fsdp is the third)");
+  return std::make_unique<ZeroStrategy>(context, stage);
 }
 
 }  // namespace detail

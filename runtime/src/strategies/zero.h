@@ -24,6 +24,7 @@
 // moved.
 #pragma once
 
+#include "strategies/ddp.h"
 #include "strategies/gradient_read_hint.h"
 #include "strategies/strategy.h"
 
@@ -47,9 +48,9 @@ std::vector<at::Tensor> optimizer_parameters(const torch::optim::Optimizer& opti
 // 0 to deserialize another rank's state into.
 std::unique_ptr<torch::optim::OptimizerParamState> new_parameter_state(const torch::optim::Optimizer& optimizer);
 
-class ShardedStrategy : public Strategy {
+class ZeroStrategy : public Strategy {
  public:
-  ShardedStrategy(const StrategyContext& context, int stage)
+  ZeroStrategy(const StrategyContext& context, int stage)
       : Strategy(context), stage_(stage), gradient_read_hint_(context.strategy) {
     if (stage_ == 1) all_reduce_ = std::make_unique<DdpStrategy>(context);
   }
@@ -590,8 +591,8 @@ class ShardedStrategy : public Strategy {
   }
 };
 
-// "fsdp" (strategy_fsdp.cpp).
-std::unique_ptr<Strategy> make_fsdp_strategy(const StrategyContext& context);
+// "zero1" or "zero2" (`stage`).
+std::unique_ptr<Strategy> make_zero_strategy(const StrategyContext& context, int stage);
 
 }  // namespace detail
 }  // namespace fabric

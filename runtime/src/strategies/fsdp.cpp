@@ -39,7 +39,8 @@
 // reason, when ranks differ.
 #include "utilities/messages.h"
 #include "strategies/storage_materializer.h"
-#include "strategies/strategy_sharded.h"
+#include "strategies/fsdp.h"
+#include "strategies/zero.h"
 
 #include <torch/csrc/autograd/function_hook.h>
 
@@ -150,10 +151,10 @@ std::unique_ptr<torch::optim::OptimizerParamState> change_state_tensors(
   return state_of_archive(optimizer, changed);
 }
 
-class FsdpStrategy : public ShardedStrategy {
+class FsdpStrategy : public ZeroStrategy {
  public:
   explicit FsdpStrategy(const StrategyContext& context)
-      : ShardedStrategy(context, 3),
+      : ZeroStrategy(context, 3),
         hooks_(std::make_shared<HookTarget>(HookTarget{this})),
         materializer_([this](size_t group) { fill(group); }, [this](size_t group) { write_back(group); }) {
     materializer_.set_release_others_on_demand(true);
@@ -212,7 +213,7 @@ class FsdpStrategy : public ShardedStrategy {
     for (size_t u = 0; u < found.size(); ++u) {
       for (const auto& tensor : found[u].members) unit_of_[tensor.unsafeGetTensorImpl()] = static_cast<int>(u);
     }
-    ShardedStrategy::setup_module(module, trained);
+    ZeroStrategy::setup_module(module, trained);
     const size_t model = models_.size() - 1;
     if (!context_.group) return;  // one process: nothing to shard
 
@@ -310,7 +311,7 @@ class FsdpStrategy : public ShardedStrategy {
   // per-parameter flags); the others are reduced after backward, in unit
   // order.
   void before_backward(const std::vector<ReachedModel>& models, const at::Tensor& loss) override {
-    ShardedStrategy::before_backward(models, loss);
+    ZeroStrategy::before_backward(models, loss);
     if (!context_.group || units_.empty()) return;
     // A gradient still defined now (the reduced pieces were set aside) is
     // a whole one that passes under no_backward_sync accumulated: it is
@@ -368,7 +369,7 @@ class FsdpStrategy : public ShardedStrategy {
   }
 
   void module_loaded(const torch::nn::Module& module) override {
-    ShardedStrategy::module_loaded(module);
+    ZeroStrategy::module_loaded(module);
     materializer_.release_all();  // the loaded values into the shards
   }
 
@@ -419,7 +420,7 @@ class FsdpStrategy : public ShardedStrategy {
     const auto restore = whole_states_on_owners(optimizer);
     std::function<void()> undo;
     try {
-      undo = ShardedStrategy::gather_optimizer_state(optimizer);
+      undo = ZeroStrategy::gather_optimizer_state(optimizer);
     } catch (...) {
       restore();
       throw;
@@ -434,7 +435,7 @@ class FsdpStrategy : public ShardedStrategy {
   // pieces of them.
   void optimizer_loaded(torch::optim::Optimizer& optimizer) override {
     if (!context_.group) {
-      ShardedStrategy::optimizer_loaded(optimizer);
+      ZeroStrategy::optimizer_loaded(optimizer);
       return;
     }
     cut_states_.clear();  // the loaded states are new objects
@@ -443,7 +444,7 @@ class FsdpStrategy : public ShardedStrategy {
 
  protected:
   bool updates_here(size_t index) const override {
-    if (!context_.group) return ShardedStrategy::updates_here(index);
+    if (!context_.group) return ZeroStrategy::updates_here(index);
     return index < pieces_.size() && pieces_[index].length > 0;
   }
 

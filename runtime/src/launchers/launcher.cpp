@@ -1,5 +1,5 @@
-#include "strategies/launchers/launcher.h"
-#include "strategies/launchers/output_relay.h"
+#include "launchers/launcher.h"
+#include "launchers/output_relay.h"
 #include "utilities/environment_variables.h"
 
 #include <fcntl.h>
