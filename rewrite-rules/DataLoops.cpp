@@ -506,7 +506,7 @@ void classifyUse(const DeclRefExpr& ref, const Stmt& body, const std::set<const 
       if (method && child != object && !isa<MemberExpr>(child)) {
         llvm::StringRef name = match::plainName(method);
         if (name == "slice" || name == "narrow" || name == "index" || name == "index_select" || name == "select" ||
-            name == "at" || name == "get" || name == "operator[]" || name == "getitem" || isTensor(object->getType()) ||
+            name == "at" || name == "get" || name == "getitem" || isTensor(object->getType()) ||
             isRandomAccessContainer(object->getType()) || !isLibTorchOrStd(*method)) {
           uses.accesses.push_back(object);
           return;
@@ -759,7 +759,7 @@ bool tryIndexRange(const ForStmt& loop, ASTContext& context, LoopPlan& plan) {
       if (const auto* call = dyn_cast<CXXMemberCallExpr>(parent)) {
         const CXXMethodDecl* method = call->getMethodDecl();
         llvm::StringRef name = method ? match::plainName(method) : "";
-        if (name == "index" || name == "index_select" || name == "at" || name == "operator[]" || name == "take") {
+        if (name == "index" || name == "index_select" || name == "at" || name == "take") {
           if (baseDeclOf(call->getImplicitObjectArgument()) != ref->getDecl())
             uses.accesses.push_back(call->getImplicitObjectArgument());
           return;

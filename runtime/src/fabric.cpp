@@ -678,11 +678,12 @@ void Fabric::backward(const torch::Tensor& loss, const torch::Tensor& gradient, 
   std::vector<detail::SetUpModelInBackward> models;
   models.reserve(state.models.size());
   for (const auto& model : state.models) models.push_back({model.address, &model.parameters, model.no_sync_depth == 0});
-  const bool synchronized = state.strategy->backward(loss, models, {gradient, retain_graph, create_graph});
-  if (auto* monitor = state.collectives().monitor()) monitor->count_backward();
-  state.backward_passes->fetch_add(1);
-  if (synchronized && state.placement().world_size > 1)
-    watch_for_duplicate_data(loss, ++state.gradient_synchronizations);
+  state.strategy->backward(loss, models, {gradient, retain_graph, create_graph}, [&](bool synchronized) {
+    if (auto* monitor = state.collectives().monitor()) monitor->count_backward();
+    state.backward_passes->fetch_add(1);
+    if (synchronized && state.placement().world_size > 1)
+      watch_for_duplicate_data(loss, ++state.gradient_synchronizations);
+  });
 }
 
 namespace {

@@ -83,8 +83,8 @@ BackwardGraph BackwardGraph::of(const at::Tensor& loss) {
   return graph;
 }
 
-bool Strategy::backward(const at::Tensor& loss, const std::vector<SetUpModelInBackward>& set_up,
-                        const BackwardArguments& arguments) {
+void Strategy::backward(const at::Tensor& loss, const std::vector<SetUpModelInBackward>& set_up,
+                        const BackwardArguments& arguments, const std::function<void(bool)>& after_pass) {
   // With several set-up models (a GAN's generator and discriminator), each
   // loss reaches only some of them, and the strategy acts only on those it
   // reaches (a DDP Reducer armed for a backward that never reaches its
@@ -129,12 +129,12 @@ bool Strategy::backward(const at::Tensor& loss, const std::vector<SetUpModelInBa
         .backward(arguments.gradient, arguments.retain_graph, arguments.create_graph);
     after_backward(models);
   });
+  after_pass(synchronized_any);
   if (scaling) {
     precision().finish_scaled_backward(scaled, gradients, [this](bool local_inf) {
       return collectives().run("fabric.backward() (loss scaler)", [&] { return agree_any(local_inf); });
     });
   }
-  return synchronized_any;
 }
 
 void Strategy::warn_backward_without_set_up_model(bool none_set_up) {

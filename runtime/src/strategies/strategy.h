@@ -19,9 +19,10 @@
 // Each strategy has its file, named after it: single_device, ddp, zero
 // (zero1 and zero2), fsdp; strategy_registry makes one by its name.
 //
-// Fabric calls the collective hooks (setup_module, before/after_backward,
+// Fabric (and Strategy::backward, for before/after_backward and agree_any)
+// calls the collective hooks (setup_module, before/after_backward,
 // agree_any, step, gather_optimizer_state) on every rank in the same order,
-// inside its collective() wrapper.
+// inside Collectives::run.
 #pragma once
 
 #include "plugins/collectives/collectives.h"
@@ -165,10 +166,12 @@ class Strategy {
   // reaches (in setup order), checks that they can be synchronized (outside
   // the collective: an error there involves no other rank), then runs the
   // backward in one collective between before_backward and after_backward,
-  // with the precision's loss scaling around it. Returns whether it
-  // synchronized any model's gradients.
-  bool backward(const at::Tensor& loss, const std::vector<SetUpModelInBackward>& set_up,
-                const BackwardArguments& arguments);
+  // with the precision's loss scaling around it. `after_pass` runs once the
+  // gradients are reduced and before the loss scaler unscales them, given
+  // whether any model's gradients were synchronized (the facade counts the
+  // pass there).
+  void backward(const at::Tensor& loss, const std::vector<SetUpModelInBackward>& set_up,
+                const BackwardArguments& arguments, const std::function<void(bool)>& after_pass);
   // Whether backward() must find out which set-up models the loss reaches.
   virtual bool needs_reached_models() const { return false; }
   // Called before backward's collective: throws (std::runtime_error) when

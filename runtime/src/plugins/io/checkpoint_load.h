@@ -20,7 +20,7 @@ namespace detail {
 
 // Throws a CheckpointError when a record of the zip archive at `path` fails
 // its CRC-32 check (LibTorch's reader does not check them). A file that is
-// not a zip archive is left to the reader. Defined in fabric.cpp.
+// not a zip archive is left to the reader. Defined in checkpoint_io.cpp.
 void verify_checkpoint_checksums(const std::string& path);
 
 // The start of every load: the file exists, is a file, is readable, passes
