@@ -46,14 +46,15 @@ LAYERS = [
      ["plugins/environments/*", "accelerators/*"]),
     ("launchers", "starting the ranks and watching them",
      ["launchers/*"]),
-    ("plugins", "collectives, precision, checkpoint IO, loggers: what a strategy owns",
-     ["plugins/collectives/*", "plugins/precision/*", "plugins/io/*", "loggers/*"]),
+    ("plugins", "collectives (with the job monitor that watches them), precision, checkpoint IO, loggers: what a "
+     "strategy owns",
+     ["plugins/collectives/*", "job_monitor/*", "plugins/precision/*", "plugins/io/*", "loggers/*"]),
     ("strategies", "ddp, zero1/zero2, fsdp over the plugins",
      ["strategies/*"]),
     ("connector", "Options resolved into the strategy and its plugins",
      ["connector"]),
     ("fabric", "fabric::Fabric, its checkpoints, fabric-run",
-     ["fabric", "checkpoints", "sharded_checkpoints", "data_sharding", "fabric_run"]),
+     ["fabric", "set_up_models", "checkpoints/*", "data_sharding", "fabric_run"]),
 ]
 
 # What builds without LibTorch: fabric-run (starts instantly), the option
@@ -222,7 +223,7 @@ SELF_TESTS = [
      {f"{PUBLIC}/fabric/data.h": "#include <fabric/fabric.h>\n"},
      "includes the facade"),
     ("the state named elsewhere",
-     {f"{SOURCE}/checkpoints.cpp": "void f(detail::FabricState& state);\n"},
+     {f"{SOURCE}/checkpoints/checkpoints.cpp": "void f(detail::FabricState& state);\n"},
      "names FabricState"),
 ]
 # And a tree that breaks none: nothing may be reported.

@@ -5,7 +5,7 @@
 // which the multi-process tests (launch_driver.py divergence, paths) cannot
 // force: Gloo decides there which rank fails first. A verdict ends the
 // process (exit code 1), so those cases are death tests.
-#include "plugins/collectives/job_monitor.h"
+#include "job_monitor/job_monitor.h"
 
 #include <gtest/gtest.h>
 #include <torch/csrc/distributed/c10d/HashStore.hpp>

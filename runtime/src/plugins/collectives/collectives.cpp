@@ -80,87 +80,98 @@ void Collectives::explain_failure(const char* what, const std::string& message) 
 }
 
 void Collectives::connect(bool starts_local_ranks) {
-  auto& placement = placement_;
-  // The store client's own connect timeout applies first (it retries until
-  // rank 0 listens); this deadline only ends a connection nobody answers.
-  const auto store_connect_deadline = timeout_ + std::chrono::seconds(5);
-  auto connect_store = [&] {
-    c10d::TCPStoreOptions store_options;
-    store_options.port = static_cast<std::uint16_t>(placement.master_port);
-    store_options.isServer = placement.global_rank == 0;
-    store_options.numWorkers = static_cast<size_t>(placement.world_size);
-    // The process group's rendezvous waits for everybody anyway, and rank 0
-    // must not block here before it has started the other ranks.
-    store_options.waitWorkers = false;
-    store_options.timeout = timeout_;
-    // Rank 0 serves the store on the address the ranks connect to only
-    // (loopback for a single-node job), not on every interface.
-    BindScope bind_scope(store_options.isServer ? store_bind_address(placement) : "");
-    const std::string where = placement.master_addr + ":" + std::to_string(placement.master_port);
-    c10::intrusive_ptr<c10d::TCPStore> store;
-    try {
-      store = store_options.isServer
-                  ? c10::make_intrusive<c10d::TCPStore>(placement.master_addr, store_options)
-                  : connect_store_client(placement.master_addr, store_options, store_connect_deadline);
-    } catch (const std::exception& error) {
-      const std::string cause = first_line_of(error.what());
-      if (store_options.isServer) {
-        throw std::runtime_error(
-            "fabric: rank 0 cannot serve the rendezvous store on " + where + " (MASTER_ADDR:MASTER_PORT): " + cause +
-            (placement.master_port != 0 ? " Another program may hold the port: choose a free MASTER_PORT, or leave it "
-                                          "unset (single node) and Fabric picks one."
-                                        : ""));
-      }
-      throw std::runtime_error("fabric: rank " + std::to_string(placement.global_rank) +
-                               " cannot reach the rendezvous store of rank 0 at " + where +
-                               " (MASTER_ADDR:MASTER_PORT) within " + std::to_string(timeout_.count()) +
-                               " ms (Options::timeout): " + cause);
-    }
-    // Port 0 asks the kernel for a free port; the server knows which it got,
-    // with no window in which another program could take it.
-    placement.master_port = store->getPort();
-    bound_store_connections(placement.master_port, timeout_);
-    store_ = store;
-  };
+  const ProcessPlacement& placement = placement_;
   if (placement.global_rank == 0) {
-    connect_store();
-    if (starts_local_ranks) start_local_ranks(placement);
+    open_store();
+    if (starts_local_ranks) start_local_ranks(placement_);
   } else {
     // Another node's local rank 0: start this node's ranks first, so that
     // they connect while this one does.
-    if (starts_local_ranks) start_local_ranks(placement);
-    run("a collective", [&] { connect_store(); });
+    if (starts_local_ranks) start_local_ranks(placement_);
+    run("a collective", [&] { open_store(); });
   }
-
-  run("a collective", [&] {
-    const GlooAddress address = gloo_address(placement);
-    layout_ = check_job(*store_, placement, timeout_, address.address);
-    if (device_.is_cuda()) {
-#ifdef USE_C10D_NCCL
-      // NCCL's bootstrap picks its own interface; across nodes, the one
-      // that reaches node 0 unless the user named one.
-      if (placement.num_nodes > 1 && std::getenv("NCCL_SOCKET_IFNAME") == nullptr) {
-        const std::string interface = interface_with_address(address.address);
-        if (!interface.empty()) ::setenv("NCCL_SOCKET_IFNAME", interface.c_str(), 0);
-      }
-      group_ = c10d_compat::make_nccl_group(store_, placement.global_rank, placement.world_size, timeout_);
-      return;
-#endif
-    }
-    c10d_compat::GlooDevice gloo_device;
-    try {
-      gloo_device = address.interface.empty() ? c10d::ProcessGroupGloo::createDeviceForHostname(address.address)
-                                              : c10d::ProcessGroupGloo::createDeviceForInterface(address.interface);
-    } catch (const std::exception& error) {
-      throw std::runtime_error("fabric: rank " + std::to_string(placement.global_rank) +
-                               " cannot open Gloo's network device on " +
-                               (address.interface.empty() ? address.address : address.interface) + " (" + address.why +
-                               "): " + first_line_of(error.what()));
-    }
-    group_ = c10d_compat::make_gloo_group(store_, placement.global_rank, placement.world_size, timeout_, gloo_device);
-  });
+  run("a collective", [&] { make_process_group(); });
   run("a collective", [&] { agree_on_default_generator(*store_, placement.global_rank, timeout_); });
+  start_monitor(starts_local_ranks);
+}
 
+std::chrono::milliseconds Collectives::store_connect_deadline() const {
+  // The store client's own connect timeout applies first (it retries until
+  // rank 0 listens); this deadline only ends a connection nobody answers.
+  return timeout_ + std::chrono::seconds(5);
+}
+
+void Collectives::open_store() {
+  auto& placement = placement_;
+  c10d::TCPStoreOptions store_options;
+  store_options.port = static_cast<std::uint16_t>(placement.master_port);
+  store_options.isServer = placement.global_rank == 0;
+  store_options.numWorkers = static_cast<size_t>(placement.world_size);
+  // The process group's rendezvous waits for everybody anyway, and rank 0
+  // must not block here before it has started the other ranks.
+  store_options.waitWorkers = false;
+  store_options.timeout = timeout_;
+  // Rank 0 serves the store on the address the ranks connect to only
+  // (loopback for a single-node job), not on every interface.
+  BindScope bind_scope(store_options.isServer ? store_bind_address(placement) : "");
+  const std::string where = placement.master_addr + ":" + std::to_string(placement.master_port);
+  c10::intrusive_ptr<c10d::TCPStore> store;
+  try {
+    store = store_options.isServer
+                ? c10::make_intrusive<c10d::TCPStore>(placement.master_addr, store_options)
+                : connect_store_client(placement.master_addr, store_options, store_connect_deadline());
+  } catch (const std::exception& error) {
+    const std::string cause = first_line_of(error.what());
+    if (store_options.isServer) {
+      throw std::runtime_error(
+          "fabric: rank 0 cannot serve the rendezvous store on " + where + " (MASTER_ADDR:MASTER_PORT): " + cause +
+          (placement.master_port != 0 ? " Another program may hold the port: choose a free MASTER_PORT, or leave it "
+                                        "unset (single node) and Fabric picks one."
+                                      : ""));
+    }
+    throw std::runtime_error("fabric: rank " + std::to_string(placement.global_rank) +
+                             " cannot reach the rendezvous store of rank 0 at " + where +
+                             " (MASTER_ADDR:MASTER_PORT) within " + std::to_string(timeout_.count()) +
+                             " ms (Options::timeout): " + cause);
+  }
+  // Port 0 asks the kernel for a free port; the server knows which it got,
+  // with no window in which another program could take it.
+  placement.master_port = store->getPort();
+  bound_store_connections(placement.master_port, timeout_);
+  store_ = store;
+}
+
+void Collectives::make_process_group() {
+  const ProcessPlacement& placement = placement_;
+  const GlooAddress address = gloo_address(placement);
+  layout_ = check_job(*store_, placement, timeout_, address.address);
+  if (device_.is_cuda()) {
+#ifdef USE_C10D_NCCL
+    // NCCL's bootstrap picks its own interface; across nodes, the one
+    // that reaches node 0 unless the user named one.
+    if (placement.num_nodes > 1 && std::getenv("NCCL_SOCKET_IFNAME") == nullptr) {
+      const std::string interface = interface_with_address(address.address);
+      if (!interface.empty()) ::setenv("NCCL_SOCKET_IFNAME", interface.c_str(), 0);
+    }
+    group_ = c10d_compat::make_nccl_group(store_, placement.global_rank, placement.world_size, timeout_);
+    return;
+#endif
+  }
+  c10d_compat::GlooDevice gloo_device;
+  try {
+    gloo_device = address.interface.empty() ? c10d::ProcessGroupGloo::createDeviceForHostname(address.address)
+                                            : c10d::ProcessGroupGloo::createDeviceForInterface(address.interface);
+  } catch (const std::exception& error) {
+    throw std::runtime_error("fabric: rank " + std::to_string(placement.global_rank) +
+                             " cannot open Gloo's network device on " +
+                             (address.interface.empty() ? address.address : address.interface) + " (" + address.why +
+                             "): " + first_line_of(error.what()));
+  }
+  group_ = c10d_compat::make_gloo_group(store_, placement.global_rank, placement.world_size, timeout_, gloo_device);
+}
+
+void Collectives::start_monitor(bool starts_local_ranks) {
+  const ProcessPlacement& placement = placement_;
   // The JobMonitor's watchdog gets a store connection of its own.
   JobMonitor::Config monitor_config;
   monitor_config.rank = placement.global_rank;
@@ -173,7 +184,7 @@ void Collectives::connect(bool starts_local_ranks) {
     client_options.numWorkers = static_cast<size_t>(placement.world_size);
     client_options.waitWorkers = false;
     client_options.timeout = timeout_;
-    auto client = connect_store_client(placement.master_addr, client_options, store_connect_deadline);
+    auto client = connect_store_client(placement.master_addr, client_options, store_connect_deadline());
     bound_store_connections(placement.master_port, timeout_);
     return c10::intrusive_ptr<c10d::Store>(client);
   });

@@ -9,7 +9,7 @@
 
 #include <fabric/types.h>
 
-#include "plugins/collectives/job_monitor.h"
+#include "job_monitor/job_monitor.h"
 #include "plugins/collectives/rendezvous.h"
 #include "plugins/environments/process_placement.h"
 #include "launchers/launcher.h"
@@ -113,6 +113,12 @@ class Collectives {
   void barrier(const std::string& name);
 
  private:
+  // connect()'s parts: the store (rank 0 serves it), the Gloo or NCCL
+  // process group, the JobMonitor with a store connection of its own.
+  void open_store();
+  void make_process_group();
+  void start_monitor(bool starts_local_ranks);
+  std::chrono::milliseconds store_connect_deadline() const;
   // Throws the words for a failed collective, or returns (the caller then
   // rethrows the collective's own error), or does not return (the job is
   // ending for a reason another rank or the launcher says).

@@ -78,26 +78,58 @@ uint64_t little_endian(const unsigned char* bytes, int count) {
 }
 }  // namespace
 
-void verify_checkpoint_checksums(const std::string& path) {
-  const auto damaged = [&path](const std::string& why) {
-    throw CheckpointError("fabric::load: '" + path + "' is not a readable checkpoint (truncated or corrupted?): " +
+namespace {
+
+// A zip archive's stored records (LibTorch's checkpoint format), each read
+// whole and checked against the CRC-32 its central directory holds.
+class ZipCrcCheck {
+ public:
+  explicit ZipCrcCheck(const std::string& path) : path_(path), file_(path, std::ios::binary) {}
+  void run();
+
+ private:
+  struct Directory {
+    uint64_t entries = 0;
+    uint64_t size = 0;
+    uint64_t offset = 0;
+  };
+  struct Record {
+    std::string name;
+    uint64_t method = 0;
+    uint32_t crc = 0;
+    uint64_t compressed = 0;
+    uint64_t local = 0;
+  };
+  [[noreturn]] void damaged(const std::string& why) const {
+    throw CheckpointError("fabric::load: '" + path_ + "' is not a readable checkpoint (truncated or corrupted?): " +
                           why + ". Restore a good copy, or delete it to start without it");
-  };
-  std::ifstream file(path, std::ios::binary);
-  if (!file) return;  // the reader reports it
-  file.seekg(0, std::ios::end);
-  const uint64_t size = static_cast<uint64_t>(file.tellg());
-  const auto read_at = [&](uint64_t offset, uint64_t count) {
-    std::vector<unsigned char> bytes(count);
-    if (offset + count > size) damaged("a zip record points past the end of the file");
-    file.seekg(static_cast<std::streamoff>(offset));
-    file.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(count));
-    if (!file) damaged("cannot read the file");
-    return bytes;
-  };
+  }
+  std::vector<unsigned char> read_at(uint64_t offset, uint64_t count);
+  // The central directory, from the end-of-central-directory record (and
+  // its zip64 form); false when the file is no zip archive.
+  bool find_directory(Directory& directory);
+  // The central directory's entry at `at`, which moves past it.
+  Record entry_at(const std::vector<unsigned char>& directory, uint64_t& at);
+  void check(const Record& record, std::vector<unsigned char>& buffer);
+
+  std::string path_;
+  std::ifstream file_;
+  uint64_t size_ = 0;
+};
+
+std::vector<unsigned char> ZipCrcCheck::read_at(uint64_t offset, uint64_t count) {
+  std::vector<unsigned char> bytes(count);
+  if (offset + count > size_) damaged("a zip record points past the end of the file");
+  file_.seekg(static_cast<std::streamoff>(offset));
+  file_.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(count));
+  if (!file_) damaged("cannot read the file");
+  return bytes;
+}
+
+bool ZipCrcCheck::find_directory(Directory& directory) {
   // The end-of-central-directory record: within the last 64 KiB + 22 bytes.
-  const uint64_t tail_size = std::min<uint64_t>(size, 65557);
-  const auto tail = read_at(size - tail_size, tail_size);
+  const uint64_t tail_size = std::min<uint64_t>(size_, 65557);
+  const auto tail = read_at(size_ - tail_size, tail_size);
   int64_t end = -1;
   for (int64_t i = static_cast<int64_t>(tail_size) - 22; i >= 0; --i) {
     if (little_endian(&tail[i], 4) == 0x06054b50) {
@@ -105,72 +137,95 @@ void verify_checkpoint_checksums(const std::string& path) {
       break;
     }
   }
-  if (end < 0) return;  // not a zip archive: the reader says so
-  uint64_t entries = little_endian(&tail[end + 10], 2);
-  uint64_t directory_size = little_endian(&tail[end + 12], 4);
-  uint64_t directory_offset = little_endian(&tail[end + 16], 4);
-  const uint64_t end_offset = size - tail_size + static_cast<uint64_t>(end);
-  if ((entries == 0xFFFF || directory_offset == 0xFFFFFFFF) && end_offset >= 20) {
+  if (end < 0) return false;
+  directory.entries = little_endian(&tail[end + 10], 2);
+  directory.size = little_endian(&tail[end + 12], 4);
+  directory.offset = little_endian(&tail[end + 16], 4);
+  const uint64_t end_offset = size_ - tail_size + static_cast<uint64_t>(end);
+  if ((directory.entries == 0xFFFF || directory.offset == 0xFFFFFFFF) && end_offset >= 20) {
     const auto locator = read_at(end_offset - 20, 20);
     if (little_endian(&locator[0], 4) == 0x07064b50) {
       const auto record = read_at(little_endian(&locator[8], 8), 56);
       if (little_endian(&record[0], 4) != 0x06064b50) damaged("bad zip64 end record");
-      entries = little_endian(&record[32], 8);
-      directory_size = little_endian(&record[40], 8);
-      directory_offset = little_endian(&record[48], 8);
+      directory.entries = little_endian(&record[32], 8);
+      directory.size = little_endian(&record[40], 8);
+      directory.offset = little_endian(&record[48], 8);
     }
   }
-  const auto directory = read_at(directory_offset, directory_size);
-  std::vector<unsigned char> buffer(1 << 20);
-  uint64_t at = 0;
-  for (uint64_t entry = 0; entry < entries; ++entry) {
-    if (at + 46 > directory.size() || little_endian(&directory[at], 4) != 0x02014b50) {
-      damaged("bad zip central directory");
-    }
-    const unsigned char* header = &directory[at];
-    const uint64_t method = little_endian(header + 10, 2);
-    const uint32_t crc = static_cast<uint32_t>(little_endian(header + 16, 4));
-    uint64_t compressed = little_endian(header + 20, 4);
-    uint64_t uncompressed = little_endian(header + 24, 4);
-    const uint64_t name_length = little_endian(header + 28, 2);
-    const uint64_t extra_length = little_endian(header + 30, 2);
-    const uint64_t comment_length = little_endian(header + 32, 2);
-    uint64_t local = little_endian(header + 42, 4);
-    if (at + 46 + name_length + extra_length > directory.size()) damaged("bad zip central directory");
-    const std::string name(reinterpret_cast<const char*>(header + 46), name_length);
-    // zip64: the 8-byte values of the fields that hold 0xFFFFFFFF, in order.
-    for (uint64_t x = 0; x + 4 <= extra_length;) {
-      const unsigned char* field = header + 46 + name_length + x;
-      const uint64_t id = little_endian(field, 2), length = little_endian(field + 2, 2);
-      if (id == 0x0001) {
-        uint64_t position = 4;
-        for (uint64_t* value : {&uncompressed, &compressed, &local}) {
-          if (*value == 0xFFFFFFFF && position + 8 <= 4 + length) {
-            *value = little_endian(field + position, 8);
-            position += 8;
-          }
+  return true;
+}
+
+ZipCrcCheck::Record ZipCrcCheck::entry_at(const std::vector<unsigned char>& directory, uint64_t& at) {
+  if (at + 46 > directory.size() || little_endian(&directory[at], 4) != 0x02014b50) {
+    damaged("bad zip central directory");
+  }
+  const unsigned char* header = &directory[at];
+  Record record;
+  record.method = little_endian(header + 10, 2);
+  record.crc = static_cast<uint32_t>(little_endian(header + 16, 4));
+  record.compressed = little_endian(header + 20, 4);
+  uint64_t uncompressed = little_endian(header + 24, 4);
+  const uint64_t name_length = little_endian(header + 28, 2);
+  const uint64_t extra_length = little_endian(header + 30, 2);
+  const uint64_t comment_length = little_endian(header + 32, 2);
+  record.local = little_endian(header + 42, 4);
+  if (at + 46 + name_length + extra_length > directory.size()) damaged("bad zip central directory");
+  record.name.assign(reinterpret_cast<const char*>(header + 46), name_length);
+  // zip64: the 8-byte values of the fields that hold 0xFFFFFFFF, in order.
+  for (uint64_t x = 0; x + 4 <= extra_length;) {
+    const unsigned char* field = header + 46 + name_length + x;
+    const uint64_t id = little_endian(field, 2), length = little_endian(field + 2, 2);
+    if (id == 0x0001) {
+      uint64_t position = 4;
+      for (uint64_t* value : {&uncompressed, &record.compressed, &record.local}) {
+        if (*value == 0xFFFFFFFF && position + 8 <= 4 + length) {
+          *value = little_endian(field + position, 8);
+          position += 8;
         }
       }
-      x += 4 + length;
     }
-    at += 46 + name_length + extra_length + comment_length;
-    if (method != 0) continue;  // LibTorch stores records uncompressed
-    const auto local_header = read_at(local, 30);
-    if (little_endian(&local_header[0], 4) != 0x04034b50) damaged("bad zip record '" + name + "'");
-    uint64_t offset = local + 30 + little_endian(&local_header[26], 2) + little_endian(&local_header[28], 2);
-    if (offset + compressed > size) damaged("record '" + name + "' is cut off");
-    file.seekg(static_cast<std::streamoff>(offset));
-    uint32_t actual = 0;
-    for (uint64_t left = compressed; left > 0;) {
-      const uint64_t chunk = std::min<uint64_t>(left, buffer.size());
-      file.read(reinterpret_cast<char*>(buffer.data()), static_cast<std::streamsize>(chunk));
-      if (!file) damaged("cannot read record '" + name + "'");
-      actual = crc32_update(actual, buffer.data(), chunk);
-      left -= chunk;
-    }
-    if (actual != crc) damaged("record '" + name + "' fails its CRC-32 check");
+    x += 4 + length;
+  }
+  at += 46 + name_length + extra_length + comment_length;
+  return record;
+}
+
+void ZipCrcCheck::check(const Record& record, std::vector<unsigned char>& buffer) {
+  const auto local_header = read_at(record.local, 30);
+  if (little_endian(&local_header[0], 4) != 0x04034b50) damaged("bad zip record '" + record.name + "'");
+  uint64_t offset = record.local + 30 + little_endian(&local_header[26], 2) + little_endian(&local_header[28], 2);
+  if (offset + record.compressed > size_) damaged("record '" + record.name + "' is cut off");
+  file_.seekg(static_cast<std::streamoff>(offset));
+  uint32_t actual = 0;
+  for (uint64_t left = record.compressed; left > 0;) {
+    const uint64_t chunk = std::min<uint64_t>(left, buffer.size());
+    file_.read(reinterpret_cast<char*>(buffer.data()), static_cast<std::streamsize>(chunk));
+    if (!file_) damaged("cannot read record '" + record.name + "'");
+    actual = crc32_update(actual, buffer.data(), chunk);
+    left -= chunk;
+  }
+  if (actual != record.crc) damaged("record '" + record.name + "' fails its CRC-32 check");
+}
+
+void ZipCrcCheck::run() {
+  if (!file_) return;  // the reader reports it
+  file_.seekg(0, std::ios::end);
+  size_ = static_cast<uint64_t>(file_.tellg());
+  Directory found;
+  if (!find_directory(found)) return;  // not a zip archive: the reader says so
+  const auto directory = read_at(found.offset, found.size);
+  std::vector<unsigned char> buffer(1 << 20);
+  uint64_t at = 0;
+  for (uint64_t entry = 0; entry < found.entries; ++entry) {
+    const Record record = entry_at(directory, at);
+    if (record.method != 0) continue;  // LibTorch stores records uncompressed
+    check(record, buffer);
   }
 }
+
+}  // namespace
+
+void verify_checkpoint_checksums(const std::string& path) { ZipCrcCheck(path).run(); }
 
 // The default CheckpointIO::write (below).
 void write_file_atomically(const std::string& path, const std::string& bytes) {

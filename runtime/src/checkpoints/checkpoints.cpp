@@ -7,14 +7,9 @@
 
 #include "plugins/io/checkpoint_format.h"
 #include "plugins/io/checkpoint_load.h"
+#include "plugins/io/state_reader.h"
 #include "strategies/strategy.h"
 
-#include <dlfcn.h>
-#include <fcntl.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
-#include <unistd.h>
 #include <algorithm>
 #include <array>
 #include <cerrno>
@@ -428,184 +423,16 @@ void Fabric::load(const std::string& path, const State& state, bool strict) {
     return;
   }
   auto scope = strategy().collectives().scope("fabric.load()");
-  const auto fail = [&path](const std::string& why) -> void {
-    throw CheckpointError("fabric::load: '" + path + "': " + why);
-  };
-  torch::serialize::InputArchive archive;
-  std::vector<size_t> file_index_of_entry;
-  // Module entries: their tensors, found and checked before anything is written.
-  std::vector<detail::TensorCopies> module_copies(state.entries().size());
-  // First everything that can be checked, agreed on by every rank before
-  // the first write into the caller's objects; then the writes, agreed on
-  // again (an optimizer checks its state only while it reads it).
-  const auto check = [&] {
-    strategy().checkpoint_io().open(path, archive, device());
-    c10::IValue format;
-    if (!archive.try_read(kFormatKey, format) || !format.isInt()) {
-      fail(
-          "not a fabric::State checkpoint; was it written by fabric.save(path, object)? "
-          "Then load it with fabric.load(path, object)");
-    }
-    if (format.toInt() > kFormatVersion) {
-      fail("written by a newer Fabric (format " + std::to_string(format.toInt()) + ")");
-    }
-    const auto names = read_string_list(archive, kNamesKey, path);
-    const auto kinds = read_string_list(archive, kKindsKey, path);
-    if (names.size() != kinds.size()) fail("corrupted: names and kinds differ in number");
-
-    std::vector<std::string> missing;
-    for (const auto& entry : state.entries()) {
-      const auto found = std::find(names.begin(), names.end(), entry.name());
-      if (found == names.end()) {
-        missing.push_back("'" + entry.name() + "'");
-        continue;
-      }
-      const size_t index = static_cast<size_t>(found - names.begin());
-      if (kinds[index] != entry.kind()) {
-        fail("'" + entry.name() + "' holds a " + kinds[index] + " in the checkpoint, but a " + entry.kind() +
-             " was passed to load it into");
-      }
-      file_index_of_entry.push_back(index);
-    }
-    const auto join = [](const std::vector<std::string>& items) {
-      std::string text;
-      for (size_t i = 0; i < items.size(); ++i) text += (i > 0 ? ", " : "") + items[i];
-      return text;
-    };
-    if (!missing.empty()) {
-      std::vector<std::string> held;
-      for (const auto& name : names) held.push_back("'" + name + "'");
-      fail("the checkpoint has no " + join(missing) + " (it holds: " + join(held) + ")");
-    }
-    if (strict) {
-      std::vector<std::string> unknown;
-      for (const auto& name : names) {
-        bool requested = false;
-        for (const auto& entry : state.entries()) requested = requested || entry.name() == name;
-        if (!requested) unknown.push_back("'" + name + "'");
-      }
-      if (!unknown.empty()) {
-        fail("the checkpoint also holds " + join(unknown) +
-             ", which the state does not name (pass strict = false to ignore them)");
-      }
-    }
-    for (size_t position = 0; position < state.entries().size(); ++position) {
-      const StateEntry& entry = state.entries()[position];
-      const auto* module = std::get_if<std::shared_ptr<torch::nn::Module>>(&entry.target());
-      if (module == nullptr) continue;
-      try {
-        torch::serialize::InputArchive nested;
-        archive.read(entry_key(file_index_of_entry[position]), nested);
-        detail::collect_module_tensors(**module, nested, "", module_copies[position]);
-      } catch (const std::exception& error) {
-        fail("cannot load '" + entry.name() + "': " + detail::first_line_of(detail::message_of(error)));
-      }
-    }
-  };
-  const auto load_random_states = [&](torch::serialize::InputArchive& file, const std::string& key) {
-    torch::serialize::InputArchive nested;
-    file.read(key, nested);
-    c10::IValue saved_world;
-    nested.read("world_size", saved_world);
-    if (saved_world.toInt() != world_size()) {
-      if (is_global_zero()) {
-        detail::write_stderr_line("fabric: note: '" + path + "' holds the random generator states of " +
-                                  std::to_string(saved_world.toInt()) + " ranks, this job has " +
-                                  std::to_string(world_size()) +
-                                  ": the generators are left as they are (the run continues, not bit for bit)");
-      }
-      return;
-    }
-    const std::string rank = std::to_string(global_rank());
-    detail::LocalGeneratorStates states;
-    nested.read("cpu_" + rank, states.cpu, /*is_buffer=*/true);
-    states.cpu = states.cpu.cpu();
-    if (device().is_cuda() && nested.try_read("cuda_" + rank, states.cuda, /*is_buffer=*/true)) {
-      states.cuda = states.cuda.cpu();
-    }
-    // This rank's own streams (absent: never used, or a file of an older Fabric).
-    if (nested.try_read("own_cpu_" + rank, states.own_cpu, /*is_buffer=*/true)) states.own_cpu = states.own_cpu.cpu();
-    if (device().is_cuda() && nested.try_read("own_cuda_" + rank, states.own_cuda, /*is_buffer=*/true)) {
-      states.own_cuda = states.own_cuda.cpu();
-    }
-    restore_generator_states(states);
-  };
-  const auto apply = [&] {
-    if (strategy().precision().scaler().active) {
-      c10::IValue scale;
-      c10::IValue growth_tracker;
-      if (archive.try_read(kScaleKey, scale) && archive.try_read(kGrowthTrackerKey, growth_tracker)) {
-        strategy().precision().scaler().scale = scale.toDouble();
-        strategy().precision().scaler().growth_tracker = growth_tracker.toInt();
-      }
-    }
-    for (size_t position = 0; position < state.entries().size(); ++position) {
-      const StateEntry& entry = state.entries()[position];
-      const std::string key = entry_key(file_index_of_entry[position]);
-      try {
-        std::visit(
-            [&](const auto& target) {
-              using Target = std::decay_t<decltype(target)>;
-              if constexpr (std::is_same<Target, std::shared_ptr<torch::nn::Module>>::value) {
-                detail::copy_module_tensors(module_copies[position]);
-                strategy().module_loaded(*target);
-              } else if constexpr (std::is_same<Target, torch::optim::Optimizer*>::value) {
-                torch::serialize::InputArchive nested;
-                archive.read(key, nested);
-                target->load(nested);
-                strategy().optimizer_loaded(*target);
-              } else if constexpr (std::is_same<Target, torch::Tensor*>::value) {
-                torch::Tensor loaded;
-                archive.read(key, loaded, /*is_buffer=*/true);
-                *target = loaded;
-              } else if constexpr (std::is_same<Target, torch::optim::LRScheduler*>::value) {
-                c10::IValue steps;
-                archive.read(key, steps);
-                SchedulerSteps::of(*target) = static_cast<unsigned>(steps.toInt());
-              } else if constexpr (std::is_same<Target, detail::StatefulEntry*>::value) {
-                torch::serialize::InputArchive nested;
-                archive.read(key, nested);
-                if (target->per_rank()) {
-                  const auto texts = read_string_list(nested, "ranks", path);
-                  if (static_cast<int>(texts.size()) == world_size()) {
-                    target->load_per_rank_text(texts[static_cast<size_t>(global_rank())]);
-                  } else if (is_global_zero()) {
-                    detail::write_stderr_line("fabric: note: '" + path + "' holds the states of '" + entry.name() +
-                                              "' of " + std::to_string(texts.size()) + " ranks, this job has " +
-                                              std::to_string(world_size()) +
-                                              ": it is left as it is (the run continues, not bit for bit)");
-                  }
-                } else {
-                  target->load_state(nested);
-                }
-              } else if constexpr (std::is_same<Target, RandomState>::value) {
-                load_random_states(archive, key);
-              } else {
-                c10::IValue value;
-                archive.read(key, value);
-                if constexpr (std::is_same<Target, int64_t*>::value) {
-                  *target = value.toInt();
-                } else if constexpr (std::is_same<Target, int32_t*>::value) {
-                  *target = static_cast<int32_t>(value.toInt());
-                } else if constexpr (std::is_same<Target, double*>::value) {
-                  *target = value.toDouble();
-                } else if constexpr (std::is_same<Target, float*>::value) {
-                  *target = static_cast<float>(value.toDouble());
-                } else if constexpr (std::is_same<Target, bool*>::value) {
-                  *target = value.toBool();
-                } else {
-                  *target = value.toStringRef();
-                }
-              }
-            },
-            entry.target());
-      } catch (const std::exception& error) {
-        fail("cannot load '" + entry.name() + "': " + detail::first_line_of(detail::message_of(error)));
-      }
-    }
-  };
-  detail::agree_on_load(strategy().collectives(), detail::load_error_of(path, check));
-  detail::agree_on_load(strategy().collectives(), detail::load_error_of(path, apply));
+  detail::StateReader reader(
+      path, state, strict, strategy().checkpoint_io(), device(), strategy().collectives().placement(),
+      strategy().precision().scaler(),
+      {[this](const torch::nn::Module& module) { strategy().module_loaded(module); },
+       [this](torch::optim::Optimizer& optimizer) { strategy().optimizer_loaded(optimizer); },
+       [this](const detail::LocalGeneratorStates& states) { restore_generator_states(states); }});
+  // What can be checked, agreed on by every rank before the first write
+  // into the caller's objects; then the writes, agreed on again.
+  detail::agree_on_load(strategy().collectives(), detail::load_error_of(path, [&] { reader.check(); }));
+  detail::agree_on_load(strategy().collectives(), detail::load_error_of(path, [&] { reader.apply(); }));
 }
 
 }  // namespace fabric

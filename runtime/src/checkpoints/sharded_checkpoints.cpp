@@ -162,6 +162,168 @@ std::pair<int64_t, int64_t> read_latest(const std::string& path) {
   return {generation, ranks};
 }
 
+// Rank 0's part also lists every module's tensors and shapes, checked
+// against the model before a load writes anything.
+void write_manifests(torch::serialize::OutputArchive& archive, const State& state) {
+  for (size_t index = 0; index < state.entries().size(); ++index) {
+    const auto* module = std::get_if<std::shared_ptr<torch::nn::Module>>(&state.entries()[index].target());
+    if (module == nullptr) continue;
+    c10::List<std::string> names;
+    c10::List<std::string> shapes;
+    for (const auto& [name, shape] : tensor_shapes(**module)) {
+      names.push_back(name);
+      shapes.push_back(shape);
+    }
+    torch::serialize::OutputArchive manifest;
+    manifest.write("names", c10::IValue(names));
+    manifest.write("shapes", c10::IValue(shapes));
+    archive.write(manifest_key(index), manifest);
+  }
+}
+
+// This rank's part of a sharded checkpoint at `part_path`: the parameters it
+// owns (rank 0 also what no rank owns), their optimizer state, and on rank 0
+// every other entry.
+void write_own_part(const detail::Strategy& strategy, const State& state, const detail::RandomStates& random_states,
+                    const std::string& part_path, int rank) {
+  // Rank 0 writes what no rank owns (frozen parameters, buffers).
+  const auto keep = [&strategy, rank](const at::Tensor& tensor, bool buffer) {
+    const int owner = buffer ? -1 : strategy.owner_of(tensor);
+    return owner == rank || (owner < 0 && rank == 0);
+  };
+  torch::serialize::OutputArchive archive;
+  std::ostringstream bytes(std::ios::out | std::ios::binary);
+  {
+    // Only tensors this rank holds are written: nothing may start a fill.
+    detail::StorageMaterializer::Pause pause;
+    detail::write_state_archive(archive, state, strategy.precision().scaler(), random_states,
+                                {[&keep](const torch::nn::Module& module, torch::serialize::OutputArchive& nested) {
+                                   save_module_part(module, nested, keep);
+                                 },
+                                 rank == 0});
+    archive.write(kShardRankKey, c10::IValue(static_cast<int64_t>(rank)));
+    archive.write(kShardCountKey, c10::IValue(static_cast<int64_t>(strategy.collectives().placement().world_size)));
+    if (rank == 0) write_manifests(archive, state);
+    archive.save_to(bytes);
+  }
+  strategy.checkpoint_io().write(part_path, bytes.str());
+}
+
+// Where a sharded checkpoint's latest save is, and where in its files the
+// state's entries are.
+struct ShardedLoad {
+  std::string folder;
+  int64_t parts = 0;
+  std::vector<size_t> file_index_of_entry;
+};
+
+[[noreturn]] void fail_load(const std::string& path, const std::string& why) {
+  throw CheckpointError("fabric::load: '" + path + "': " + why);
+}
+
+// Everything that can be checked from rank 0's part (names, kinds, the
+// manifest of every module's tensors against the model), and that every
+// part is there and intact, before anything is written.
+ShardedLoad check_sharded_load(const detail::CheckpointIO& io, torch::Device device, const std::string& path,
+                               const State& state, bool strict) {
+  const auto fail = [&path](const std::string& why) { fail_load(path, why); };
+  ShardedLoad plan;
+  const auto [generation, ranks] = read_latest(path);
+  plan.folder = generation_folder(path, generation);
+  plan.parts = ranks;
+  plan.file_index_of_entry.assign(state.entries().size(), 0);
+  // Every part there and intact (CRC) before anything is written: a load
+  // cannot stop half way for a damaged part.
+  for (int64_t k = 0; k < plan.parts; ++k) {
+    if (!exists(shard_path(plan.folder, k, plan.parts))) {
+      fail("part " + std::to_string(k) + " of " + std::to_string(plan.parts) + " (" +
+           shard_path(plan.folder, k, plan.parts) + ") is missing; every rank's part of the last save must be there");
+    }
+    io.verify(shard_path(plan.folder, k, plan.parts));
+  }
+  torch::serialize::InputArchive first;
+  io.open(shard_path(plan.folder, 0, plan.parts), first, device);
+  const auto names = detail::read_string_list(first, detail::kNamesKey, path);
+  const auto kinds = detail::read_string_list(first, detail::kKindsKey, path);
+  for (size_t position = 0; position < state.entries().size(); ++position) {
+    const StateEntry& entry = state.entries()[position];
+    const auto found = std::find(names.begin(), names.end(), entry.name());
+    if (found == names.end()) fail("the checkpoint has no '" + entry.name() + "'");
+    const size_t index = static_cast<size_t>(found - names.begin());
+    if (kinds[index] != entry.kind()) {
+      fail("'" + entry.name() + "' holds a " + kinds[index] + " in the checkpoint, but a " + entry.kind() +
+           " was passed to load it into");
+    }
+    plan.file_index_of_entry[position] = index;
+    const auto* module = std::get_if<std::shared_ptr<torch::nn::Module>>(&entry.target());
+    if (module == nullptr) continue;
+    torch::serialize::InputArchive manifest;
+    if (!first.try_read(manifest_key(index), manifest)) fail("corrupted: no manifest of '" + entry.name() + "'");
+    const auto saved_names = detail::read_string_list(manifest, "names", path);
+    const auto saved_shapes = detail::read_string_list(manifest, "shapes", path);
+    std::map<std::string, std::string> saved;
+    for (size_t i = 0; i < saved_names.size() && i < saved_shapes.size(); ++i) saved[saved_names[i]] = saved_shapes[i];
+    for (const auto& [name, shape] : tensor_shapes(**module)) {
+      const auto held = saved.find(name);
+      if (held == saved.end()) fail("cannot load '" + entry.name() + "': the checkpoint has no tensor '" + name + "'");
+      if (held->second != shape) {
+        fail("cannot load '" + entry.name() + "': " + name + " has shape " + held->second + " in the checkpoint but " +
+             shape + " in the model");
+      }
+    }
+  }
+  if (strict) {
+    for (const auto& name : names) {
+      bool requested = false;
+      for (const auto& entry : state.entries()) requested = requested || entry.name() == name;
+      if (!requested) {
+        fail("the checkpoint also holds '" + name +
+             "', which the state does not name (pass strict = false to ignore it)");
+      }
+    }
+  }
+  return plan;
+}
+
+// The parts one at a time: each rank keeps what it owns of each. The
+// strategy learns of every module's new values even when a part fails half
+// way (it records them as in sync).
+void apply_sharded_load(detail::Strategy& strategy, const ShardedLoad& plan, const State& state) {
+  struct ModulesLoaded {
+    const State& state;
+    detail::Strategy& strategy;
+    ~ModulesLoaded() {
+      for (const auto& entry : state.entries()) {
+        if (const auto* module = std::get_if<std::shared_ptr<torch::nn::Module>>(&entry.target())) {
+          strategy.module_loaded(**module);
+        }
+      }
+    }
+  } modules_loaded{state, strategy};
+  for (int64_t k = 0; k < plan.parts; ++k) {
+    torch::serialize::InputArchive part;
+    strategy.checkpoint_io().open(shard_path(plan.folder, k, plan.parts), part, strategy.device());
+    for (size_t position = 0; position < state.entries().size(); ++position) {
+      const StateEntry& entry = state.entries()[position];
+      const std::string key = detail::entry_key(plan.file_index_of_entry[position]);
+      if (const auto* module = std::get_if<std::shared_ptr<torch::nn::Module>>(&entry.target())) {
+        torch::serialize::InputArchive nested;
+        if (!part.try_read(key, nested)) continue;
+        detail::TensorCopies copies;
+        detail::collect_module_tensors(**module, nested, "", copies, /*partial=*/true);
+        detail::copy_module_tensors(copies);
+      } else if (auto* const* optimizer = std::get_if<torch::optim::Optimizer*>(&entry.target())) {
+        torch::serialize::InputArchive nested;
+        if (!part.try_read(key, nested)) continue;
+        // LibTorch's load adds the part's states and keeps the others;
+        // the strategy drops what this rank does not own at once.
+        (*optimizer)->load(nested);
+        strategy.optimizer_loaded(**optimizer);
+      }
+    }
+  }
+}
+
 }  // namespace
 
 bool detail::is_sharded_checkpoint(const std::string& path) {
@@ -212,43 +374,7 @@ void Fabric::save_sharded(const std::string& path, const State& state) {
   const int rank = global_rank();
   std::string error;
   try {
-    const detail::Strategy& strategy = this->strategy();
-    // Rank 0 writes what no rank owns (frozen parameters, buffers).
-    const auto keep = [&strategy, rank](const at::Tensor& tensor, bool buffer) {
-      const int owner = buffer ? -1 : strategy.owner_of(tensor);
-      return owner == rank || (owner < 0 && rank == 0);
-    };
-    torch::serialize::OutputArchive archive;
-    std::ostringstream bytes(std::ios::out | std::ios::binary);
-    {
-      // Only tensors this rank holds are written: nothing may start a fill.
-      detail::StorageMaterializer::Pause pause;
-      detail::write_state_archive(archive, state, strategy.precision().scaler(), random_states,
-                                  {[&keep](const torch::nn::Module& module, torch::serialize::OutputArchive& nested) {
-                                     save_module_part(module, nested, keep);
-                                   },
-                                   rank == 0});
-      archive.write(kShardRankKey, c10::IValue(static_cast<int64_t>(rank)));
-      archive.write(kShardCountKey, c10::IValue(static_cast<int64_t>(world_size())));
-      if (rank == 0) {
-        for (size_t index = 0; index < state.entries().size(); ++index) {
-          const auto* module = std::get_if<std::shared_ptr<torch::nn::Module>>(&state.entries()[index].target());
-          if (module == nullptr) continue;
-          c10::List<std::string> names;
-          c10::List<std::string> shapes;
-          for (const auto& [name, shape] : tensor_shapes(**module)) {
-            names.push_back(name);
-            shapes.push_back(shape);
-          }
-          torch::serialize::OutputArchive manifest;
-          manifest.write("names", c10::IValue(names));
-          manifest.write("shapes", c10::IValue(shapes));
-          archive.write(manifest_key(index), manifest);
-        }
-      }
-      archive.save_to(bytes);
-    }
-    strategy.checkpoint_io().write(shard_path(folder, rank, world_size()), bytes.str());
+    write_own_part(strategy(), state, random_states, shard_path(folder, rank, world_size()), rank);
   } catch (const std::exception& failure) {
     error = "fabric::save: rank " + std::to_string(rank) + " could not write its part of '" + path +
             "': " + detail::first_line_of(detail::message_of(failure));
@@ -274,112 +400,10 @@ void Fabric::save_sharded(const std::string& path, const State& state) {
 
 void Fabric::load_sharded(const std::string& path, const State& state, bool strict) {
   auto scope = strategy().collectives().scope("fabric.load()");
-  const auto fail = [&path](const std::string& why) -> void {
-    throw CheckpointError("fabric::load: '" + path + "': " + why);
-  };
-  std::string folder;
-  int64_t parts = 0;
-  std::vector<size_t> file_index_of_entry(state.entries().size(), 0);
-  // Everything that can be checked from rank 0's part (names, kinds, the
-  // manifest of every module's tensors against the model), and that every
-  // part is there, before anything is written.
-  const auto check = [&] {
-    const auto [generation, ranks] = read_latest(path);
-    folder = generation_folder(path, generation);
-    parts = ranks;
-    // Every part there and intact (CRC) before anything is written: a load
-    // cannot stop half way for a damaged part.
-    for (int64_t k = 0; k < parts; ++k) {
-      if (!exists(shard_path(folder, k, parts))) {
-        fail("part " + std::to_string(k) + " of " + std::to_string(parts) + " (" + shard_path(folder, k, parts) +
-             ") is missing; every rank's part of the last save must be there");
-      }
-      strategy().checkpoint_io().verify(shard_path(folder, k, parts));
-    }
-    torch::serialize::InputArchive first;
-    strategy().checkpoint_io().open(shard_path(folder, 0, parts), first, device());
-    const auto names = detail::read_string_list(first, detail::kNamesKey, path);
-    const auto kinds = detail::read_string_list(first, detail::kKindsKey, path);
-    for (size_t position = 0; position < state.entries().size(); ++position) {
-      const StateEntry& entry = state.entries()[position];
-      const auto found = std::find(names.begin(), names.end(), entry.name());
-      if (found == names.end()) fail("the checkpoint has no '" + entry.name() + "'");
-      const size_t index = static_cast<size_t>(found - names.begin());
-      if (kinds[index] != entry.kind()) {
-        fail("'" + entry.name() + "' holds a " + kinds[index] + " in the checkpoint, but a " + entry.kind() +
-             " was passed to load it into");
-      }
-      file_index_of_entry[position] = index;
-      const auto* module = std::get_if<std::shared_ptr<torch::nn::Module>>(&entry.target());
-      if (module == nullptr) continue;
-      torch::serialize::InputArchive manifest;
-      if (!first.try_read(manifest_key(index), manifest)) fail("corrupted: no manifest of '" + entry.name() + "'");
-      const auto saved_names = detail::read_string_list(manifest, "names", path);
-      const auto saved_shapes = detail::read_string_list(manifest, "shapes", path);
-      std::map<std::string, std::string> saved;
-      for (size_t i = 0; i < saved_names.size() && i < saved_shapes.size(); ++i)
-        saved[saved_names[i]] = saved_shapes[i];
-      for (const auto& [name, shape] : tensor_shapes(**module)) {
-        const auto held = saved.find(name);
-        if (held == saved.end())
-          fail("cannot load '" + entry.name() + "': the checkpoint has no tensor '" + name + "'");
-        if (held->second != shape) {
-          fail("cannot load '" + entry.name() + "': " + name + " has shape " + held->second +
-               " in the checkpoint but " + shape + " in the model");
-        }
-      }
-    }
-    if (strict) {
-      for (const auto& name : names) {
-        bool requested = false;
-        for (const auto& entry : state.entries()) requested = requested || entry.name() == name;
-        if (!requested) {
-          fail("the checkpoint also holds '" + name +
-               "', which the state does not name (pass strict = false to ignore it)");
-        }
-      }
-    }
-  };
+  ShardedLoad plan;
+  const auto check = [&] { plan = check_sharded_load(strategy().checkpoint_io(), device(), path, state, strict); };
   detail::agree_on_load(strategy().collectives(), detail::load_error_of(path, check));
-
-  // The parts one at a time: each rank keeps what it owns of each. The
-  // strategy learns of every module's new values even when a part fails
-  // half way (it records them as in sync).
-  const auto apply = [&] {
-    struct ModulesLoaded {
-      const State& state;
-      detail::Strategy& strategy;
-      ~ModulesLoaded() {
-        for (const auto& entry : state.entries()) {
-          if (const auto* module = std::get_if<std::shared_ptr<torch::nn::Module>>(&entry.target())) {
-            strategy.module_loaded(**module);
-          }
-        }
-      }
-    } modules_loaded{state, strategy()};
-    for (int64_t k = 0; k < parts; ++k) {
-      torch::serialize::InputArchive part;
-      strategy().checkpoint_io().open(shard_path(folder, k, parts), part, device());
-      for (size_t position = 0; position < state.entries().size(); ++position) {
-        const StateEntry& entry = state.entries()[position];
-        const std::string key = detail::entry_key(file_index_of_entry[position]);
-        if (const auto* module = std::get_if<std::shared_ptr<torch::nn::Module>>(&entry.target())) {
-          torch::serialize::InputArchive nested;
-          if (!part.try_read(key, nested)) continue;
-          detail::TensorCopies copies;
-          detail::collect_module_tensors(**module, nested, "", copies, /*partial=*/true);
-          detail::copy_module_tensors(copies);
-        } else if (auto* const* optimizer = std::get_if<torch::optim::Optimizer*>(&entry.target())) {
-          torch::serialize::InputArchive nested;
-          if (!part.try_read(key, nested)) continue;
-          // LibTorch's load adds the part's states and keeps the others;
-          // the strategy drops what this rank does not own at once.
-          (*optimizer)->load(nested);
-          strategy().optimizer_loaded(**optimizer);
-        }
-      }
-    }
-  };
+  const auto apply = [&] { apply_sharded_load(strategy(), plan, state); };
   detail::agree_on_load(strategy().collectives(), detail::load_error_of(path, apply));
 
   // Everything else is in rank 0's part, in the one-file format.
@@ -390,7 +414,7 @@ void Fabric::load_sharded(const std::string& path, const State& state, bool stri
       others.add(entry);
     }
   }
-  load(shard_path(folder, 0, parts), others, /*strict=*/false);
+  load(shard_path(plan.folder, 0, plan.parts), others, /*strict=*/false);
 }
 
 }  // namespace fabric

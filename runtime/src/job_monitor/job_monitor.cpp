@@ -1,5 +1,5 @@
 // See job_monitor.h.
-#include "plugins/collectives/job_monitor.h"
+#include "job_monitor/job_monitor.h"
 
 #include "launchers/launcher.h"
 
