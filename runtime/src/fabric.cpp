@@ -20,8 +20,8 @@ namespace fabric {
 namespace detail {
 
 // What a Fabric keeps besides its strategy (which owns the process group,
-// precision and checkpoint IO): the set-up models and what it has already
-// said. Only this file sees it.
+// precision and checkpoint IO): the set-up models, the sync check, its
+// counters. Only this file sees it.
 class FabricState {
  public:
   Options options;

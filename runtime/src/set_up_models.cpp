@@ -278,7 +278,7 @@ void SetUpModels::setup(torch::nn::Module& model, std::shared_ptr<torch::nn::Mod
 // setup_optimizer's parameters of no set-up model, `loose` (named by their
 // place in the optimizer), become a set-up parameter set: on the device and
 // in the precision, rank 0's values, and the strategy's synchronization
-// over those that require grad, as setup_model gives a model.
+// over those that require grad, as SetUpModels::setup gives a model.
 void SetUpModels::setup_loose_parameters(NamedParameters loose) {
   // Leaf tensors: LibTorch's optimizers refuse others ("can't optimize a
   // non-leaf Tensor").
@@ -318,11 +318,6 @@ void SetUpModels::setup_loose_parameters(NamedParameters loose) {
                     "a module to fabric.setup(module, optimizer). (Printed once, by rank 0.)");
 }
 
-// Several processes, and this rank found the set of parameters that require
-// grad changed: every rank must have found the same change at this same
-// backward, since the Reducers are rebuilt over it on every rank. One small
-// all-gather, only at such a backward; every rank that joins it throws the
-// same error when the sets differ, before anything is computed or sent.
 void SetUpModels::setup_optimizer_parameters(const torch::optim::Optimizer& optimizer) {
   // The parameters of a set-up model were moved, cast and broadcast with it
   // (Module::to keeps the tensors, so the optimizer's references stay
@@ -349,6 +344,11 @@ void SetUpModels::setup_optimizer_parameters(const torch::optim::Optimizer& opti
   if (!loose.empty()) setup_loose_parameters(std::move(loose));
 }
 
+// Several processes, and this rank found the set of parameters that require
+// grad changed: every rank must have found the same change at this same
+// backward, since the Reducers are rebuilt over it on every rank. One small
+// all-gather, only at such a backward; every rank that joins it throws the
+// same error when the sets differ, before anything is computed or sent.
 void SetUpModels::agree_on_trained_parameters(const std::vector<std::vector<size_t>>& replaced, const char* call) {
   uint64_t hash = kFnvOffset;
   int64_t tensors = 0;

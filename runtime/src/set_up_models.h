@@ -73,6 +73,8 @@ struct SetUpModel {
 
 class SetUpModels {
  public:
+  // `strategy` outlives every call; ~Fabric destroys it first, so the
+  // destructor must not reach it.
   explicit SetUpModels(Strategy& strategy) : strategy_(strategy) {}
   SetUpModels(const SetUpModels&) = delete;
   SetUpModels& operator=(const SetUpModels&) = delete;

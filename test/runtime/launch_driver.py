@@ -1029,7 +1029,7 @@ def divergence_external(program, launcher):
 
 
 # Ranks that take different paths and enter different collectives while all
-# of them still run (run_paths in multiprocess_program.cpp): rank R differs at
+# of them still run (run_paths in test/runtime/scenarios/job_monitor.cpp): rank R differs at
 # step PATH_STEP of PATH_STEPS. Per path: the call rank R is in, the call the
 # others are in, and the step counts of both (R's, the others').
 PATH_STEP = 3
