@@ -91,14 +91,19 @@ std::vector<SyncCheck::Parameter> SetUpModels::parameters_to_check(const torch::
   return parameters;
 }
 
+std::unordered_set<const c10::TensorImpl*> SetUpModels::tensors() const {
+  std::unordered_set<const c10::TensorImpl*> set_up;
+  for (const auto& model : models_) {
+    for (const auto& item : model.parameters) set_up.insert(item.second.unsafeGetTensorImpl());
+  }
+  return set_up;
+}
+
 void SetUpModels::warn_if_not_set_up(const torch::optim::Optimizer& optimizer) {
   const ProcessPlacement& placement = strategy_.collectives().placement();
   if (placement.world_size == 1 || warned_step_without_setup_ || optimizers_known_set_up_.count(&optimizer) > 0) return;
   bool any_parameter = false;
-  std::unordered_set<const void*> set_up;
-  for (const auto& model : models_) {
-    for (const auto& item : model.parameters) set_up.insert(item.second.unsafeGetTensorImpl());
-  }
+  const std::unordered_set<const c10::TensorImpl*> set_up = tensors();
   for (const auto& group : optimizer.param_groups()) {
     for (const auto& parameter : group.params()) {
       any_parameter = true;
@@ -324,10 +329,7 @@ void SetUpModels::setup_optimizer_parameters(const torch::optim::Optimizer& opti
   // valid). The others (the optimizer of a class that holds its modules
   // itself, or an extra tensor beside a set-up model) become a set of their
   // own.
-  std::unordered_set<const c10::TensorImpl*> set_up;
-  for (const auto& model : models_) {
-    for (const auto& item : model.parameters) set_up.insert(item.second.unsafeGetTensorImpl());
-  }
+  std::unordered_set<const c10::TensorImpl*> set_up = tensors();
   NamedParameters loose;
   const auto& groups = optimizer.param_groups();
   for (size_t g = 0; g < groups.size(); ++g) {

@@ -117,6 +117,8 @@ class SetUpModels {
   const std::vector<SetUpModel>& all() const { return models_; }
 
  private:
+  // Every parameter tensor of the set-up models (and loose sets).
+  std::unordered_set<const c10::TensorImpl*> tensors() const;
   void broadcast_from_rank_zero(const char* call, const NamedParameters& parameters,
                                 const std::vector<at::Tensor>& buffers);
   void release_loose_parameters(const NamedParameters& parameters);
