@@ -71,17 +71,8 @@ export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
 # (seed 2) under the sanitizers: 145 s -> 43 s of CI, and variants the main
 # run does not see.
 export FABRIC_FUZZ_CASES="${FABRIC_FUZZ_CASES:-40}" FABRIC_FUZZ_SEED="${FABRIC_FUZZ_SEED:-2}"
-# Every runtime scenario runs here once; not their repeats, which run on
-# 1.13 and 2.11 without the sanitizers: the 3-process variants of 2-process
-# scenarios (the same code with one more rank), the same divergence started
-# through torchrun and fabric-run, and the fault tests built around a
-# SIGKILL (kill-and-resume on 2 ranks and under fsdp, a kill in save,
-# forward or backward, a node killed or cut off, local work long after the
-# others): the killed process is not checked (it gets no chance to report),
-# the survivors' path is rank_failure's, which runs here, the resume path
-# is kill_resume_1proc's and the checkpoint tests', which run here too, and
-# their deadlines cost ~250 CPU-seconds of waiting at ASan's speed.
-repeats='_3proc$|_torchrun_fabric_run$|^runtime\.(kill_resume_(2proc|fsdp_2proc)|local_work_after_others_finished)$'
-repeats+='|^reliability\.runtime\.kill_|^multinode\.(node_killed|link_cut)$'
-ctest --test-dir "$build" --output-on-failure -j 2 -E "^(e2e|tidy|verify)\.|^lsp\.memory\$|$repeats" "$@"
+# Every runtime scenario runs here once, not its repeats
+# (scripts/runtime_test_runs.sh says which run checks what).
+source scripts/runtime_test_runs.sh
+ctest --test-dir "$build" --output-on-failure -j 2 -E "^(e2e|tidy|verify)\.|^lsp\.memory\$|$runtime_repeats" "$@"
 echo "sanitize.sh: tests took $(( $(date +%s) - built )) s"

@@ -32,6 +32,9 @@ import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from run_e2e import BUILD_FLAGS  # noqa: E402
+
 TRAIN = r'''#include <torch/torch.h>
 
 #include <fstream>
@@ -181,8 +184,12 @@ def make_project(repo):
 
 
 def build(source, build_dir, prefix):
-    configure = run(["cmake", "-S", source, "-B", build_dir, "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release",
-                     "-DCMAKE_CXX_FLAGS_RELEASE=-O1", "-DCMAKE_EXPORT_COMPILE_COMMANDS=ON",
+    # As the end-to-end tests build user projects (run_e2e.py's flags, its
+    # compiler and the tests' shared precompiled LibTorch): the test's build
+    # speed, not the project's.
+    configure = run(["cmake", "-S", source, "-B", build_dir, "-G", "Ninja", *BUILD_FLAGS,
+                     "-DCMAKE_EXPORT_COMPILE_COMMANDS=ON",
+                     f"-DCMAKE_PROJECT_INCLUDE={os.path.join(prefix, 'FabricPrecompileAll.cmake')}",
                      f"-DCMAKE_PREFIX_PATH={prefix}"])
     if configure.returncode != 0:
         return f"configuring {source} failed:\n{configure.stdout[-3000:]}{configure.stderr[-3000:]}"
