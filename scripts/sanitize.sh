@@ -67,7 +67,7 @@ done
 
 export ASAN_OPTIONS="detect_leaks=0:detect_container_overflow=0:halt_on_error=1:abort_on_error=1"
 export UBSAN_OPTIONS="print_stacktrace=1:halt_on_error=1"
-# The fuzz test's 120 seed-1 variants run in the main ctest; here 40 others
+# The fuzz test's 60 seed-1 variants run in the main ctest; here 40 others
 # (seed 2) under the sanitizers: 145 s -> 43 s of CI, and variants the main
 # run does not see.
 export FABRIC_FUZZ_CASES="${FABRIC_FUZZ_CASES:-40}" FABRIC_FUZZ_SEED="${FABRIC_FUZZ_SEED:-2}"
