@@ -6,8 +6,8 @@
 // before the statement of the first forward of each block that no scope
 // covers yet. The scope is a no-op under "32-true" (the 1-rank run stays
 // bit-identical); fabric.backward() runs the backward pass outside it.
-#include "Edits.h"
-#include "Matchers.h"
+#include "rule-helpers/Edits.h"
+#include "rule-helpers/Matchers.h"
 #include "RuleFactories.h"
 
 #include "clang/AST/RecursiveASTVisitor.h"

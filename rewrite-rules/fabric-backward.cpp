@@ -1,6 +1,6 @@
 // Step 5: backward goes through the Fabric (precision, gradient sync).
-#include "Edits.h"
-#include "Matchers.h"
+#include "rule-helpers/Edits.h"
+#include "rule-helpers/Matchers.h"
 #include "RuleFactories.h"
 
 namespace fabricize {

@@ -3,8 +3,8 @@
 // containers; a batch type of the user's own (a dataset's example type or a
 // collation's output) gets an overload right after its definition, in its
 // namespace, where argument-dependent lookup finds it.
-#include "Edits.h"
-#include "Matchers.h"
+#include "rule-helpers/Edits.h"
+#include "rule-helpers/Matchers.h"
 #include "RuleFactories.h"
 
 #include "clang/AST/ASTContext.h"

@@ -1,8 +1,8 @@
 // Checkpoints go through the Fabric: every rank calls, rank 0 writes
 // atomically, so ranks do not fight over one file.
-#include "Edits.h"
-#include "Matchers.h"
-#include "Metrics.h"
+#include "rule-helpers/Edits.h"
+#include "rule-helpers/Matchers.h"
+#include "rule-helpers/Metrics.h"
 #include "RuleFactories.h"
 
 namespace fabricize {

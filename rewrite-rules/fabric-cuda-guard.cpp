@@ -1,8 +1,8 @@
 // Step 4 (continued): `if (torch::cuda::is_available()) { model->to(kCUDA); }`
 // holds nothing but moves fabric-device-move removes, so the whole `if` goes
 // instead of leaving an empty block behind.
-#include "Edits.h"
-#include "Matchers.h"
+#include "rule-helpers/Edits.h"
+#include "rule-helpers/Matchers.h"
 #include "RuleFactories.h"
 
 namespace fabricize {

@@ -1,7 +1,7 @@
 // Diagnostic: raw CUDA device and stream management. Under the Fabric each
 // process is bound to its own device; cudaSetDevice or hand-made streams
 // may contradict that, and only a person can say what they were for.
-#include "Matchers.h"
+#include "rule-helpers/Matchers.h"
 #include "RuleFactories.h"
 
 namespace fabricize {

@@ -6,8 +6,8 @@
 //   per rank: ...        the loop draws its batches, each rank its own
 //   needs a person: ...  every rank would read all of it (fabric-own-dataloader says how to fix it)
 //   not a data loop: ... nothing per step to split
-#include "DataLoops.h"
-#include "Matchers.h"
+#include "rule-helpers/DataLoops.h"
+#include "rule-helpers/Matchers.h"
 #include "RuleFactories.h"
 
 namespace fabricize {

@@ -2,8 +2,8 @@
 // inside one process; under the Fabric every process owns one device and
 // the two would fight over them. The call becomes a plain forward, wherever
 // it is (also in a helper that needs no Fabric of its own).
-#include "Edits.h"
-#include "Matchers.h"
+#include "rule-helpers/Edits.h"
+#include "rule-helpers/Matchers.h"
 #include "RuleFactories.h"
 
 #include "clang/Tooling/Transformer/SourceCode.h"

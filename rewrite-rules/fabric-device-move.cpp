@@ -1,8 +1,8 @@
 // Step 4: device moves. Fabric's setup owns the model's device and its loader
 // delivers batches on the device, so those moves go; any other tensor moves
 // to fabric.device(). Dtype arguments are kept; pure dtype casts never match.
-#include "Edits.h"
-#include "Matchers.h"
+#include "rule-helpers/Edits.h"
+#include "rule-helpers/Matchers.h"
 #include "RuleFactories.h"
 
 namespace fabricize {

@@ -1,8 +1,8 @@
 // Step 4 (continued): `torch::Device device(cuda ? kCUDA : kCPU);` becomes
 // fabric.device(), or disappears when the other device rules consumed every
 // use of it.
-#include "Edits.h"
-#include "Matchers.h"
+#include "rule-helpers/Edits.h"
+#include "rule-helpers/Matchers.h"
 #include "RuleFactories.h"
 
 #include "clang/AST/ASTContext.h"

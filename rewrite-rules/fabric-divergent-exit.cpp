@@ -4,8 +4,8 @@
 // it in the next gradient all-reduce. A person decides how the ranks agree
 // (all-reduce the value first); the runtime ends such a job with a message
 // naming the ranks, but only once it has happened.
-#include "Matchers.h"
-#include "Metrics.h"
+#include "rule-helpers/Matchers.h"
+#include "rule-helpers/Metrics.h"
 #include "RuleFactories.h"
 
 namespace fabricize {

@@ -2,7 +2,7 @@
 // contradicts the Fabric's one-device-per-rank placement; a person decides.
 // Index 0 ("cuda:0") is a single-device program's "the GPU": the device
 // rules migrate it to fabric.device().
-#include "Matchers.h"
+#include "rule-helpers/Matchers.h"
 #include "RuleFactories.h"
 
 namespace fabricize {

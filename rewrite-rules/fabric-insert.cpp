@@ -1,7 +1,7 @@
 // Step 1: construct the Fabric at the top of main (after the argument parsing
 // main starts with), and include its header.
-#include "Edits.h"
-#include "Matchers.h"
+#include "rule-helpers/Edits.h"
+#include "rule-helpers/Matchers.h"
 #include "RuleFactories.h"
 
 namespace fabricize {

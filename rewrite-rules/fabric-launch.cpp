@@ -1,6 +1,6 @@
 // Step 2: launch the processes right after the Fabric exists.
-#include "Edits.h"
-#include "Matchers.h"
+#include "rule-helpers/Edits.h"
+#include "rule-helpers/Matchers.h"
 #include "RuleFactories.h"
 
 namespace fabricize {

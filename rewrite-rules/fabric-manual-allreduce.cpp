@@ -1,7 +1,7 @@
 // Diagnostic: gradients or metrics all-reduced by hand (MPI, a c10d process
 // group). The Fabric already averages gradients in backward; doing it again
 // double-counts, and its own all_reduce works for metrics.
-#include "Matchers.h"
+#include "rule-helpers/Matchers.h"
 #include "RuleFactories.h"
 
 namespace fabricize {

@@ -9,9 +9,9 @@
 //   if (sync) step (a flag)           ->  !(sync)
 //   for (m = 0; m < M; ++m) backward; step   ->  m + 1 < M
 // A condition it cannot restate without side effects is reported.
-#include "Edits.h"
-#include "Matchers.h"
-#include "Optimizers.h"
+#include "rule-helpers/Edits.h"
+#include "rule-helpers/Matchers.h"
+#include "rule-helpers/Optimizers.h"
 #include "RuleFactories.h"
 
 #include "clang/Lex/Lexer.h"

@@ -5,10 +5,10 @@
 // own whose epoch the tool cannot tie to its index list. As migrated, every
 // rank trains on all of that data: in sync, N times the work for no
 // speed-up. The finding names why and the exact change to make.
-#include "DataLoops.h"
-#include "Matchers.h"
+#include "rule-helpers/DataLoops.h"
+#include "rule-helpers/Matchers.h"
 #include "RuleFactories.h"
-#include "Threading.h"
+#include "rule-helpers/Threading.h"
 
 namespace fabricize {
 

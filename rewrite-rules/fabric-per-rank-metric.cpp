@@ -5,9 +5,9 @@
 // values only, so what rank 0 prints covers 1/N of the data; no edit can
 // reach inside the object, so a person all-reduces what it sums.
 // (fabric-reduce-metric all-reduces plain sums itself.)
-#include "DataLoops.h"
-#include "Matchers.h"
-#include "Metrics.h"
+#include "rule-helpers/DataLoops.h"
+#include "rule-helpers/Matchers.h"
+#include "rule-helpers/Metrics.h"
 #include "RuleFactories.h"
 
 namespace fabricize {

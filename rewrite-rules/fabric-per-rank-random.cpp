@@ -13,12 +13,12 @@
 // Standard engines the loop draws from (an environment's std::mt19937, an
 // epsilon-greedy distribution's engine) get their seed plus
 // fabric::global_rank(): each rank plays its own episodes.
-#include "DataLoops.h"
-#include "Edits.h"
-#include "Matchers.h"
+#include "rule-helpers/DataLoops.h"
+#include "rule-helpers/Edits.h"
+#include "rule-helpers/Matchers.h"
 #include "RuleFactories.h"
-#include "Statements.h"
-#include "Threading.h"
+#include "rule-helpers/Statements.h"
+#include "rule-helpers/Threading.h"
 
 namespace fabricize {
 

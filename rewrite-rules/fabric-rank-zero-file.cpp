@@ -2,10 +2,10 @@
 // write N copies into it, and each later open truncates what rank 0 wrote.
 // The stream is opened by fabric.rank_zero_ofstream(), which opens the file
 // on global rank 0 and /dev/null elsewhere; the writes stay as they are.
-#include "Edits.h"
-#include "Matchers.h"
+#include "rule-helpers/Edits.h"
+#include "rule-helpers/Matchers.h"
 #include "RuleFactories.h"
-#include "Vendored.h"
+#include "rule-helpers/Vendored.h"
 
 namespace fabricize {
 

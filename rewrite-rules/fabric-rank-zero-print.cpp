@@ -1,6 +1,6 @@
 // Printing goes through rank zero, so N ranks do not print N copies.
-#include "Edits.h"
-#include "Matchers.h"
+#include "rule-helpers/Edits.h"
+#include "rule-helpers/Matchers.h"
 #include "RuleFactories.h"
 
 namespace fabricize {

@@ -10,13 +10,13 @@
 // total kept across passes (a global step count) is left alone. A sum
 // divided by a loader class's count of this rank's share (`total /
 // loader.num_batches()`) gets the count summed too.
-#include "DataLoops.h"
-#include "Edits.h"
-#include "Matchers.h"
-#include "Metrics.h"
-#include "Statements.h"
+#include "rule-helpers/DataLoops.h"
+#include "rule-helpers/Edits.h"
+#include "rule-helpers/Matchers.h"
+#include "rule-helpers/Metrics.h"
+#include "rule-helpers/Statements.h"
 #include "RuleFactories.h"
-#include "Threading.h"
+#include "rule-helpers/Threading.h"
 
 #include "clang/AST/ASTContext.h"
 #include "clang/AST/ExprCXX.h"

@@ -4,8 +4,8 @@
 // `std::unique_ptr<torch::data::StatelessDataLoader<Set, RandomSampler>>`
 // assigned in a prepare_data(), an alias, a parameter), the type follows:
 // `fabric::DataLoader<Set>`, what fabric.setup_dataloader returns.
-#include "Edits.h"
-#include "Matchers.h"
+#include "rule-helpers/Edits.h"
+#include "rule-helpers/Matchers.h"
 #include "RuleFactories.h"
 
 #include "clang/Lex/Lexer.h"

@@ -10,9 +10,9 @@
 // models and optimizers that share parameters are set up together, right
 // after the last of them is created: `fabric.setup(model, opt)`, or for an
 // optimizer over two models `fabric.setup(encoder); fabric.setup(decoder, opt);`.
-#include "Edits.h"
-#include "Matchers.h"
-#include "Optimizers.h"
+#include "rule-helpers/Edits.h"
+#include "rule-helpers/Matchers.h"
+#include "rule-helpers/Optimizers.h"
 #include "RuleFactories.h"
 
 #include "clang/AST/ASTContext.h"

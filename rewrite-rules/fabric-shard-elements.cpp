@@ -7,9 +7,9 @@
 // strided across ranks, the same count on every rank while training and
 // every element once in an evaluation. A `std::shuffle` of the container in
 // the loops around becomes `fabric.shuffle` (rank 0's order on every rank).
-#include "DataLoops.h"
-#include "Edits.h"
-#include "Matchers.h"
+#include "rule-helpers/DataLoops.h"
+#include "rule-helpers/Edits.h"
+#include "rule-helpers/Matchers.h"
 #include "RuleFactories.h"
 
 #include "clang/Lex/Lexer.h"

@@ -11,9 +11,9 @@
 // torch::randperm(n)` per epoch, `std::shuffle(order...)`) becomes rank 0's
 // on every rank (`fabric.randperm`, `fabric.shuffle`), so the shares never
 // overlap. The analysis is DataLoops.h's.
-#include "DataLoops.h"
-#include "Edits.h"
-#include "Matchers.h"
+#include "rule-helpers/DataLoops.h"
+#include "rule-helpers/Edits.h"
+#include "rule-helpers/Matchers.h"
 #include "RuleFactories.h"
 
 #include "clang/AST/Expr.h"

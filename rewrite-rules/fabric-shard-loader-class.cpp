@@ -16,10 +16,10 @@
 // x_.size(0)`, `count_max = ceil(size / batch_size)`), it measures it by the
 // share. Loops over the class's objects in other files learn that it was
 // sharded through the fact this match provides (DataLoops.h).
-#include "DataLoops.h"
-#include "Matchers.h"
+#include "rule-helpers/DataLoops.h"
+#include "rule-helpers/Matchers.h"
 #include "RuleFactories.h"
-#include "Threading.h"
+#include "rule-helpers/Threading.h"
 
 namespace fabricize {
 

@@ -3,8 +3,8 @@
 // parameters each rank updated, and under 16-mixed it honours the loss
 // scaler's skip. One migrated loop then runs under every strategy, the one
 // chosen at run time (LT_STRATEGY, fabric-run --strategy) included.
-#include "Edits.h"
-#include "Matchers.h"
+#include "rule-helpers/Edits.h"
+#include "rule-helpers/Matchers.h"
 #include "RuleFactories.h"
 
 namespace fabricize {

@@ -12,11 +12,11 @@
 //    parameter at every declaration, and every call passes it. Whether it
 //    does is decided for the whole project (Threading.h): these edits carry
 //    a threading::Fact and are applied only when the function gets the Fabric.
-#include "Edits.h"
-#include "Matchers.h"
-#include "Optimizers.h"
+#include "rule-helpers/Edits.h"
+#include "rule-helpers/Matchers.h"
+#include "rule-helpers/Optimizers.h"
 #include "RuleFactories.h"
-#include "Threading.h"
+#include "rule-helpers/Threading.h"
 
 #include "clang/AST/ASTContext.h"
 #include "clang/AST/DeclCXX.h"

@@ -1,11 +1,11 @@
 #include "CatalogueCheck.h"
 
-#include "DataLoops.h"
-#include "FabricInclude.h"
+#include "rule-helpers/DataLoops.h"
+#include "services/FabricInclude.h"
 #include "FixItPieces.h"
-#include "MatchRecording.h"
-#include "Project.h"
-#include "Threading.h"
+#include "engine/MatchRecording.h"
+#include "inputs/Project.h"
+#include "rule-helpers/Threading.h"
 
 #include "clang-tidy/ClangTidyDiagnosticConsumer.h"
 
@@ -156,7 +156,7 @@ class Session {
   }
 
   // The files with fix-its clang-tidy writes, rendered as `fabricize` renders
-  // them (tool/FabricInclude.cpp): the include goes where no project header
+  // them (tool/services/FabricInclude.cpp): the include goes where no project header
   // (here: a non-system header, as the preprocessor saw it) brings it.
   void renderFiles() {
     std::map<std::string, FileID> idOf;
@@ -369,7 +369,7 @@ void CatalogueCheck::onStartOfTranslationUnit() {
   recorded_.clear();
 }
 
-// A match recorded as the engine records it (tool/MatchRecording.cpp), its
+// A match recorded as the engine records it (tool/engine/MatchRecording.cpp), its
 // edits keyed by which match they came from. A match of the fact collector
 // (`factsOnly`) feeds the threading analysis and is never shown.
 size_t recordMatch(const Rule& rule, size_t ruleIndex, Session& session, const MatchFinder::MatchResult& result,

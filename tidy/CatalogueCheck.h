@@ -4,7 +4,7 @@
 //
 // Why not clang-tidy's TransformerClangTidyCheck: its check() is final and
 // turns each match's edits straight into fix-its. `fabricize` does more
-// between the rules and the text (tool/EditSet.cpp): removed statements take
+// between the rules and the text (tool/edits/EditSet.cpp): removed statements take
 // their line with them, identical edits from two rules count once, an edit
 // inside a statement another rule replaces is dropped, and <fabric/fabric.h>
 // goes after the <torch/...> include. Fix-its built from raw edits would make
@@ -14,7 +14,7 @@
 // each check then reports its own matches with the merged edits it owns.
 #pragma once
 
-#include "EditSet.h"
+#include "edits/EditSet.h"
 #include "Rule.h"
 
 #include "clang-tidy/ClangTidyCheck.h"

@@ -5,7 +5,7 @@
 // joined identifiers) moved or extended so they are not.
 #pragma once
 
-#include "EditSet.h"
+#include "edits/EditSet.h"
 
 #include <cstddef>
 #include <functional>

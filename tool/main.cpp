@@ -9,10 +9,10 @@
 // the shared layers (compile commands and project, engine setup, findings,
 // engine, catalogue, edits, outputs); none calls another (test/tool/
 // check_layers.py checks both).
-#include "LintCommand.h"
-#include "LspCommand.h"
-#include "MigrateCommand.h"
-#include "VerifyCommand.h"
+#include "lint/LintCommand.h"
+#include "lsp/LspCommand.h"
+#include "migrate/MigrateCommand.h"
+#include "verify/VerifyCommand.h"
 
 #include <llvm/Support/Signals.h>
 

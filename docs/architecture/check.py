@@ -51,7 +51,7 @@ def main():
     mentioned = page + "".join(t for _, t in texts[1:])
     # Named whole, or through `{a,b}` alternatives.
     mentioned_paths = {path for raw in PATH.findall(mentioned) for path in expand(raw.rstrip(".,)"))}
-    for pattern in ("runtime/src/**/*.cpp", "tool/*.cpp"):
+    for pattern in ("runtime/src/**/*.cpp", "tool/**/*.cpp", "rewrite-rules/rule-helpers/*.cpp"):
         for path in sorted(glob.glob(os.path.join(root, pattern), recursive=True)):
             rel = os.path.relpath(path, root)
             if rel not in mentioned_paths:

@@ -11,7 +11,7 @@ Each page shows the rule's summary, and the rule's test program (test/rules/
 whose test migrates a project of several files (`cp -r %S/Inputs/<name>` in
 its RUN lines, for a rule that works across files) shows each project's
 files before and after fabricize ran on the project's sources. The CMake
-migration (fabric-cmake, tool/BuildFiles.cpp) is not in the catalogue; its
+migration (fabric-cmake, tool/edits/BuildFiles.cpp) is not in the catalogue; its
 page shows the CMake files of its test's project the same way.
 
 Every page must show code: a Before or After section that is empty, or
@@ -45,7 +45,7 @@ def is_build_file(path):
 # header whose opening comment is its summary, and the test whose project
 # the page shows (its build files only: the sources are the rules' business).
 BUILD_RULES = {
-    "fabric-cmake": {"source": "tool/BuildFiles.cpp", "summary": "tool/BuildFiles.h",
+    "fabric-cmake": {"source": "tool/edits/BuildFiles.cpp", "summary": "tool/edits/BuildFiles.h",
                      "test": "test/tool/cmake-nested.cpp", "shows": is_build_file},
 }
 

@@ -5,7 +5,7 @@
 // names the file; a successful selection names only known rules, and
 // admits() agrees with its definition; splitList yields trimmed, non-empty
 // items; isSuppressed answers for every line without reading out of bounds.
-#include "RuleSelection.h"
+#include "edits/RuleSelection.h"
 
 #include <algorithm>
 #include <cstdint>

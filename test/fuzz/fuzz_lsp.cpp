@@ -19,7 +19,7 @@
 // line "//fabricize-config: <json>" standing for a .fabricize.json): a Clang
 // parse per input would bring the fuzzer to a few inputs a second. The real
 // analysis is driven by test/lsp/lsp_client_test.py.
-#include "LspServer.h"
+#include "lsp/LspServer.h"
 
 #include <nlohmann/json.hpp>
 

@@ -1,6 +1,6 @@
 // --fix over a project whose header gets the runtime (trainer.h holds the
 // Fabric for its member): the source that includes it gets no include of
-// its own, so --fix writes what migrate writes (tool/FabricInclude.cpp).
+// its own, so --fix writes what migrate writes (tool/services/FabricInclude.cpp).
 // RUN: rm -rf %t && mkdir -p %t/build && cp -r %S/../tool/Inputs/project %t/project
 // RUN: %python -c "import json,sys; d='%t/project/src'; print(json.dumps([{'directory': '%t/build', 'file': d+'/'+f, 'arguments': ['clang++', '-std=c++17', '-isystem', '%S/../stubs', '-c', d+'/'+f]} for f in ('main.cpp', 'trainer.cpp', 'tool.cpp')]))" > %t/build/compile_commands.json
 // RUN: %fabricize --all -p %t/build --root %t/project -o %t/migrated --quiet; test $? -le 1

@@ -510,7 +510,7 @@ def run_project_layout(fabricize, stubs):
 def run_header_brings_fabric(fabricize, stubs):
     """The migrate action on a source whose project header gets the runtime
     (test/tool/Inputs/project: trainer.h holds the Fabric for its member):
-    no include of its own, as migrate writes it (tool/FabricInclude.cpp)."""
+    no include of its own, as migrate writes it (tool/services/FabricInclude.cpp)."""
     with tempfile.TemporaryDirectory() as work, tempfile.TemporaryDirectory() as cache:
         os.environ["FABRICIZE_CACHE_DIR"] = cache
         project = os.path.join(work, "project")

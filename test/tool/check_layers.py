@@ -1,20 +1,25 @@
 #!/usr/bin/env python3
 """The tool's layering, checked (ctest tool.layers).
 
-Reads the `#include "..."` lines of tool/, rewrite-rules/ and tidy/ and
-fails when
+The tool's folders are its layers: tool/utilities/, tool/outputs/, ...,
+tool/migrate/, tool/lint/ (LAYERS below orders the folders, bottom up; a
+file's layer is its folder, so a new file needs no entry here). Reads the
+`#include "..."` lines of tool/, rewrite-rules/ and tidy/ and fails when
 
   - a module (X.h and X.cpp together) is in an include cycle with another:
     X includes Y and Y, directly or not, includes X, so neither can be read,
     built or replaced without the other;
-  - a file includes a module of a layer above its own (the layers below,
-    from the bottom up);
-  - a front end (a subcommand, the clang-tidy plugin) includes another front
-    end's files, or names a function another front end's headers declare:
-    each subcommand is its own file over the shared layers, and none calls
-    another;
-  - a file is in no layer (a new file is placed in LAYERS below), or a
-    quoted include names a file of two of the scanned folders.
+  - a file includes a module of a layer above its own;
+  - a front end (a subcommand's folder, the clang-tidy plugin) includes
+    another front end's files, or names a function another front end's
+    headers declare: each subcommand is its own folder over the shared
+    layers, and none calls another;
+  - a file is in a folder that is no layer (a new folder is placed in
+    LAYERS below);
+  - an include does not name its file by its path from an include root
+    (tool/, rewrite-rules/, tidy/): "engine/Engine.h", not "Engine.h" found
+    beside the including file, so that an include says which layer it
+    reaches into; or it names a file that two roots hold.
 
   test/tool/check_layers.py [--root <checkout>] [--self-test]
 
@@ -22,49 +27,39 @@ fails when
 rule once, and fails unless each is caught.
 """
 import argparse
-import fnmatch
 import os
 import re
 import sys
 import tempfile
 
-# Bottom up. A file may include files of its own layer and of the layers
-# below it, never of one above.
+# Bottom up: (layer, what it holds, its folders). A file may include files
+# of its own layer and of the layers below it, never of one above.
 LAYERS = [
-    ("utilities", "generic helpers with no project types (a stable sort without libstdc++'s deprecated buffer, HTML escaping)",
-     ["tool/StableOrder", "tool/HtmlEscape"]),
-    ("outputs", "writing files whole or not at all; -o's copy of the rest of the project",
-     ["tool/Output", "tool/ProjectCopy"]),
-    ("edits", "text edits: merged, rendered, diffed; findings as shown; rule selection; CMake edits",
-     ["tool/EditSet", "tool/Diff", "tool/LintFinding", "tool/RuleSelection", "tool/BuildFiles",
-      "tool/MigrationReport"]),
-    ("catalogue", "the rules, one per file, and their matcher/edit helpers",
-     ["rewrite-rules/*"]),
+    ("utilities", "generic helpers with no project types (a stable sort without libstdc++'s deprecated buffer, "
+     "HTML escaping)", ["tool/utilities"]),
+    ("outputs", "writing files whole or not at all; -o's copy of the rest of the project", ["tool/outputs"]),
+    ("edits", "text edits: merged, rendered, diffed; findings as shown; rule selection; CMake edits; the "
+     "migration report", ["tool/edits"]),
+    ("catalogue", "the rules, one per file, and beside them the helpers several rules share",
+     ["rewrite-rules", "rewrite-rules/rule-helpers"]),
     ("engine", "runs the catalogue over translation units (the LibTorch PCH, a document's preamble)",
-     ["tool/Pch", "tool/Preamble", "tool/EngineOptions", "tool/MatchRecording", "tool/UnitParse", "tool/Engine"]),
-    ("inputs and compile commands", "project root, compile database, compiler include folders",
-     ["tool/Project", "tool/CMakeFileApi", "tool/QueryDriver", "tool/CompileCommands"]),
-    ("front-end services", "engine options, findings of a run, rule selection per file, the Fabric include",
-     ["tool/EngineSetup", "tool/CommandLine", "tool/Findings", "tool/FabricInclude"]),
-    ("front ends", "one per subcommand, and the clang-tidy plugin; none includes another",
-     ["tool/MigrateCommand", "tool/MigrateInputs", "tool/MigrateOutputs", "tool/LintCommand", "tool/LintReport", "tool/LspCommand", "tool/LspServer", "tool/LspProtocol", "tool/VerifyCommand", "tool/VerifyHarness", "tool/VerifyChecks", "tool/VerifyReport",
-      "tidy/*"]),
-    ("dispatch", "picks the subcommand",
-     ["tool/main"]),
+     ["tool/engine"]),
+    ("inputs", "project root, compile database, CMake's file API, compiler include folders", ["tool/inputs"]),
+    ("services", "what the front ends share: engine options from a command line, findings of a run, the Fabric "
+     "include", ["tool/services"]),
+    ("front ends", "one folder per subcommand, and the clang-tidy plugin; none includes another",
+     ["tool/migrate", "tool/lint", "tool/lsp", "tool/verify", "tidy"]),
+    ("dispatch", "picks the subcommand", ["tool"]),
 ]
 
 # The front ends: a module of one may not include (or call) a module of another.
-FRONT_ENDS = {
-    "migrate": ["tool/MigrateCommand", "tool/MigrateInputs", "tool/MigrateOutputs"],
-    "lint": ["tool/LintCommand", "tool/LintReport"],
-    "lsp": ["tool/LspCommand", "tool/LspServer", "tool/LspProtocol"],
-    # verify runs the fabricize executable (migrate) as a process: no code shared.
-    "verify": ["tool/VerifyCommand", "tool/VerifyHarness", "tool/VerifyChecks", "tool/VerifyReport"],
-    "clang-tidy plugin": ["tidy/*"],
-}
+# (verify runs the fabricize executable, migrate, as a process: no code shared.)
+FRONT_ENDS = {"tool/migrate": "migrate", "tool/lint": "lint", "tool/lsp": "lsp", "tool/verify": "verify",
+              "tidy": "clang-tidy plugin"}
 
+# The include roots (each is on the include path of what is built from it).
 SCANNED = ["tool", "rewrite-rules", "tidy"]
-SUFFIXES = (".h", ".cpp")
+SUFFIXES = (".h", ".cpp", ".def")
 INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.M)
 # A function declared at namespace scope in a header: `type name(` at column 0.
 DECLARED = re.compile(r"^(?!return\b|using\b|typedef\b|#)[A-Za-z_][\w:<>,*& ]*?[\s*&]([A-Za-z_]\w*)\s*\(", re.M)
@@ -75,42 +70,57 @@ def strip_comments(text):
     return re.sub(r"//[^\n]*", "", text)
 
 
-def match(module, patterns):
-    return any(fnmatch.fnmatchcase(module, p) for p in patterns)
+def folder_of(path):
+    return os.path.dirname(path)
 
 
 def layer_of(module, layers=None):
-    """Index of the first of `layers` (this check's LAYERS by default) whose
-    patterns match `module`; None when none does."""
-    for index, (name, _, patterns) in enumerate(LAYERS if layers is None else layers):
-        if match(module, patterns):
+    """Index of the layer (of this check's LAYERS by default) holding the
+    module's folder; None when no layer does."""
+    for index, (name, _, folders) in enumerate(LAYERS if layers is None else layers):
+        if folder_of(module) in folders:
             return index
     return None
 
 
 def front_end_of(module):
-    for name, patterns in FRONT_ENDS.items():
-        if match(module, patterns):
-            return name
-    return None
+    return FRONT_ENDS.get(folder_of(module))
 
 
 def read_tree(root):
-    """{relative file: text} of the scanned folders."""
+    """{relative file: text} of the scanned folders and the folders below them."""
     files = {}
     for folder in SCANNED:
-        path = os.path.join(root, folder)
-        if not os.path.isdir(path):
-            continue
-        for name in sorted(os.listdir(path)):
-            if name.endswith(SUFFIXES) and os.path.isfile(os.path.join(path, name)):
-                with open(os.path.join(path, name), encoding="utf-8", errors="replace") as f:
-                    files[f"{folder}/{name}"] = f.read()
+        top = os.path.join(root, folder)
+        for dirpath, dirnames, names in os.walk(top):
+            dirnames.sort()
+            for name in sorted(names):
+                if name.endswith(SUFFIXES):
+                    path = os.path.join(dirpath, name)
+                    with open(path, encoding="utf-8", errors="replace") as f:
+                        files[os.path.relpath(path, root).replace(os.sep, "/")] = f.read()
     return files
 
 
 def module_of(path):
     return os.path.splitext(path)[0]
+
+
+def resolve(path, target, files):
+    """(the file an include names, a problem or None); (None, None) for a
+    library's header (clang/..., llvm/..., nlohmann/...)."""
+    from_roots = [f"{root}/{target}" for root in SCANNED if f"{root}/{target}" in files]
+    beside = f"{folder_of(path)}/{target}"
+    if len(from_roots) > 1:
+        return None, (f"\"{target}\" is in {', '.join(from_roots)}: which one it means depends on the include "
+                      "path; rename one")
+    if from_roots:
+        return from_roots[0], None
+    if beside in files:
+        root = next(r for r in SCANNED if beside.startswith(r + "/"))
+        return beside, (f"\"{target}\" is found beside the file only: name it by its path from {root}/, "
+                        f"\"{beside[len(root) + 1:]}\"")
+    return None, None
 
 
 def find_cycles(graph):
@@ -176,37 +186,24 @@ def check(root, verbose=True):
     """Problems found in the tree at `root` (empty: it is layered)."""
     files = read_tree(root)
     problems = []
-    where = {}  # file name -> folders holding it
-    for path in files:
-        folder, name = path.split("/", 1)
-        where.setdefault(name, []).append(folder)
-
     graph = {}  # module -> modules it includes (other than itself)
     edges = []  # (file, line, included module)
     for path, text in files.items():
         graph.setdefault(module_of(path), set())
-        folder = path.split("/", 1)[0]
         for m in INCLUDE.finditer(text):
-            target = m.group(1)
             line = text.count("\n", 0, m.start()) + 1
-            if f"{folder}/{target}" in files:
-                resolved = f"{folder}/{target}"
-            elif "/" in target or target not in where:
-                continue  # a library's header (clang/..., llvm/..., <...>)
-            elif len(where[target]) > 1:
-                problems.append(f"{path}:{line}: \"{target}\" is in {', '.join(where[target])}: "
-                                "which one it means depends on the include path; rename one")
-                continue
-            else:
-                resolved = f"{where[target][0]}/{target}"
-            if module_of(resolved) != module_of(path):
+            resolved, problem = resolve(path, m.group(1), files)
+            if problem:
+                problems.append(f"{path}:{line}: {problem}")
+            if resolved and module_of(resolved) != module_of(path):
                 graph[module_of(path)].add(module_of(resolved))
                 edges.append((path, line, module_of(resolved)))
 
     for module in sorted(graph):
         if layer_of(module) is None:
-            problems.append(f"{module}: in no layer; add it to LAYERS in test/tool/check_layers.py "
-                            "(the lowest layer whose files it needs)")
+            problems.append(f"{module}: its folder {folder_of(module)}/ is in no layer; move it to the folder "
+                            "of the lowest layer whose files it needs, or add the folder to LAYERS in "
+                            "test/tool/check_layers.py")
 
     for path, line, target in edges:
         source_layer, target_layer = layer_of(module_of(path)), layer_of(target)
@@ -247,9 +244,9 @@ def check(root, verbose=True):
         print(f"checked {len(files)} files, {len(graph)} modules, {len(edges)} includes between modules "
               f"under {root}")
         print("layers, bottom up (a file includes its own layer and those below):")
-        for index, (name, what, patterns) in enumerate(LAYERS):
+        for index, (name, what, folders) in enumerate(LAYERS):
             modules = sorted(m for m in graph if layer_of(m) == index)
-            print(f"  {index} {name}: {what}")
+            print(f"  {index} {name} ({', '.join(f + '/' for f in folders)}): {what}")
             for module in modules:
                 uses = sorted(graph[module])
                 front_end = front_end_of(module)
@@ -261,36 +258,48 @@ def check(root, verbose=True):
 def self_test():
     """Each rule broken once in a made-up tree: each must be caught."""
     base = {
-        "tool/Output.h": "",
-        "tool/Output.cpp": '#include "Output.h"\n',
-        "tool/Engine.h": '#include "Rule.h"\n#include "Pch.h"\n',
-        "tool/Pch.h": "",
-        "tool/Engine.cpp": '#include "Engine.h"\n',
+        "tool/outputs/Output.h": "",
+        "tool/outputs/Output.cpp": '#include "outputs/Output.h"\n',
+        "tool/engine/Engine.h": '#include "Rule.h"\n#include "engine/Pch.h"\n',
+        "tool/engine/Pch.h": "",
+        "tool/engine/Engine.cpp": '#include "engine/Engine.h"\n#include "rule-helpers/Matchers.h"\n',
         "rewrite-rules/Rule.h": "",
-        "tool/Findings.h": '#include "Engine.h"\n',
-        "tool/Findings.cpp": '#include "Findings.h"\n#include "Output.h"\n',
-        "tool/LintCommand.h": "int runLint(int argc, const char** argv);\n",
-        "tool/LintCommand.cpp": '#include "LintCommand.h"\n#include "Findings.h"\n',
-        "tool/MigrateCommand.h": "int runMigrate(int argc, const char** argv);\n",
-        "tool/MigrateCommand.cpp": '#include "MigrateCommand.h"\n#include "Engine.h"\n',
-        "tool/main.cpp": '#include "LintCommand.h"\n#include "MigrateCommand.h"\n',
+        "rewrite-rules/rule-helpers/Matchers.h": '#include "Rule.h"\n',
+        "rewrite-rules/fabric-step.cpp": '#include "Rule.h"\n#include "rule-helpers/Matchers.h"\n',
+        "tool/services/Findings.h": '#include "engine/Engine.h"\n',
+        "tool/services/Findings.cpp": '#include "services/Findings.h"\n#include "outputs/Output.h"\n',
+        "tool/lint/LintCommand.h": "int runLint(int argc, const char** argv);\n",
+        "tool/lint/LintCommand.cpp": '#include "lint/LintCommand.h"\n#include "services/Findings.h"\n',
+        "tool/migrate/MigrateCommand.h": "int runMigrate(int argc, const char** argv);\n",
+        "tool/migrate/MigrateCommand.cpp": '#include "migrate/MigrateCommand.h"\n#include "engine/Engine.h"\n',
+        "tidy/CatalogueCheck.cpp": '#include "Rule.h"\n#include "outputs/Output.h"\n',
+        "tool/main.cpp": '#include "lint/LintCommand.h"\n#include "migrate/MigrateCommand.h"\n',
     }
     broken = {
         "a layered tree": ({}, None),
-        "a cycle": ({"tool/Output.cpp": '#include "Output.h"\n#include "Findings.h"\n'}, "include cycle"),
-        "a cycle inside one layer": ({"tool/Pch.h": '#include "Engine.h"\n'}, "include cycle"),
-        "a cycle through headers": ({"tool/Output.h": '#include "Engine.h"\n',
-                                     "tool/Engine.h": '#include "Output.h"\n'}, "include cycle"),
+        "a cycle": ({"tool/outputs/Output.cpp": '#include "outputs/Output.h"\n#include "services/Findings.h"\n'},
+                    "include cycle"),
+        "a cycle inside one layer": ({"tool/engine/Pch.h": '#include "engine/Engine.h"\n'}, "include cycle"),
+        "a cycle through headers": ({"tool/outputs/Output.h": '#include "engine/Engine.h"\n',
+                                     "tool/engine/Engine.h": '#include "outputs/Output.h"\n'}, "include cycle"),
+        "a rule helper including the engine": (
+            {"rewrite-rules/rule-helpers/Matchers.h": '#include "engine/Engine.h"\n'}, "a layer above"),
         "a subcommand including another": (
-            {"tool/LintCommand.cpp": '#include "LintCommand.h"\n#include "MigrateCommand.h"\n'},
-            "the lint front end includes tool/MigrateCommand"),
+            {"tool/lint/LintCommand.cpp": '#include "lint/LintCommand.h"\n#include "migrate/MigrateCommand.h"\n'},
+            "the lint front end includes tool/migrate/MigrateCommand"),
         "a subcommand calling another": (
-            {"tool/LintCommand.cpp": '#include "LintCommand.h"\nint runMigrate(int, const char**);\n'
-                                     'int f() { return runMigrate(0, nullptr); }\n'},
+            {"tool/lint/LintCommand.cpp": '#include "lint/LintCommand.h"\nint runMigrate(int, const char**);\n'
+                                          'int f() { return runMigrate(0, nullptr); }\n'},
             "the lint front end calls runMigrate()"),
         "a shared layer including a subcommand": (
-            {"tool/Findings.cpp": '#include "Findings.h"\n#include "LintCommand.h"\n'}, "a layer above"),
-        "a file in no layer": ({"tool/Stray.cpp": '#include "Output.h"\n'}, "in no layer"),
+            {"tool/services/Findings.cpp": '#include "services/Findings.h"\n#include "lint/LintCommand.h"\n'},
+            "a layer above"),
+        "a file in a folder that is no layer": ({"tool/misc/Stray.cpp": '#include "outputs/Output.h"\n'},
+                                                "is in no layer"),
+        "an include found only beside the file": (
+            {"tool/engine/Engine.cpp": '#include "Engine.h"\n'}, "name it by its path from tool/"),
+        "a name two roots hold": ({"tidy/Rule.h": "", "tidy/CatalogueCheck.cpp": '#include "Rule.h"\n'},
+                                  "which one it means depends on the include path"),
     }
     failures = []
     for name, (changes, expected) in broken.items():
