@@ -33,8 +33,7 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tool"))
-import check_layers as tool_layers  # noqa: E402  (the tool's check: cycles, comments, layer lookup)
-from check_layers import cycle_path, find_cycles, match, strip_comments  # noqa: E402
+from check_layers import cycle_path, find_cycles, match, strip_comments  # noqa: E402  (the tool's check)
 
 # Bottom up. A file may include files of its own layer and of the layers
 # below it, never of one above. The first layer whose patterns match a
@@ -77,7 +76,11 @@ INCLUDE = re.compile(r'^\s*#\s*include\s*([<"])([^">]+)[">]', re.M)
 
 
 def layer_of(module):
-    return tool_layers.layer_of(module, LAYERS)
+    """Index of the first of LAYERS whose patterns match the module; None when none does."""
+    for index, (_, _, patterns) in enumerate(LAYERS):
+        if match(module, patterns):
+            return index
+    return None
 
 
 def read_files(root, folder):

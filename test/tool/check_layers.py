@@ -27,6 +27,7 @@ file's layer is its folder, so a new file needs no entry here). Reads the
 rule once, and fails unless each is caught.
 """
 import argparse
+import fnmatch
 import os
 import re
 import sys
@@ -70,14 +71,18 @@ def strip_comments(text):
     return re.sub(r"//[^\n]*", "", text)
 
 
+def match(module, patterns):
+    """Whether a module matches one of the glob patterns (test/runtime/check_layers.py's layers)."""
+    return any(fnmatch.fnmatchcase(module, p) for p in patterns)
+
+
 def folder_of(path):
     return os.path.dirname(path)
 
 
-def layer_of(module, layers=None):
-    """Index of the layer (of this check's LAYERS by default) holding the
-    module's folder; None when no layer does."""
-    for index, (name, _, folders) in enumerate(LAYERS if layers is None else layers):
+def layer_of(module):
+    """Index of the layer holding the module's folder; None when no layer does."""
+    for index, (name, _, folders) in enumerate(LAYERS):
         if folder_of(module) in folders:
             return index
     return None
