@@ -351,7 +351,7 @@ void SetUpModels::setup_optimizer_parameters(const torch::optim::Optimizer& opti
 // backward, since the Reducers are rebuilt over it on every rank. One small
 // all-gather, only at such a backward; every rank that joins it throws the
 // same error when the sets differ, before anything is computed or sent.
-void SetUpModels::agree_on_trained_parameters(const std::vector<std::vector<size_t>>& replaced, const char* call) {
+std::vector<int64_t> SetUpModels::trained_set_fields(const std::vector<std::vector<size_t>>& replaced) const {
   uint64_t hash = kFnvOffset;
   int64_t tensors = 0;
   int64_t values = 0;
@@ -378,9 +378,14 @@ void SetUpModels::agree_on_trained_parameters(const std::vector<std::vector<size
       values += parameter.numel();
     }
   }
+  return {kTrainedSetTag, static_cast<int64_t>(hash), tensors, values, static_cast<int64_t>(replaced_count)};
+}
+
+void SetUpModels::agree_on_trained_parameters(const std::vector<std::vector<size_t>>& replaced, const char* call) {
+  const std::vector<int64_t> fields = trained_set_fields(replaced);
+  const int64_t tensors = fields[2], values = fields[3];
+  const size_t replaced_count = static_cast<size_t>(fields[4]);
   const int world = strategy_.collectives().placement().world_size;
-  const std::vector<int64_t> fields{kTrainedSetTag, static_cast<int64_t>(hash), tensors, values,
-                                    static_cast<int64_t>(replaced_count)};
   std::vector<std::vector<int64_t>> all;
   strategy_.collectives().run(
       call, [&] { all = all_gather_fields(strategy_.collectives().group(), strategy_.device(), world, fields); });

@@ -123,6 +123,10 @@ class SetUpModels {
                                 const std::vector<at::Tensor>& buffers);
   void release_loose_parameters(const NamedParameters& parameters);
   void setup_loose_parameters(NamedParameters loose);
+  // {tag, hash, tensors, values, replaced}: what agree_on_trained_parameters
+  // compares across ranks (the trained set's indices and shapes, the
+  // replaced parameters' values).
+  std::vector<int64_t> trained_set_fields(const std::vector<std::vector<size_t>>& replaced) const;
   void agree_on_trained_parameters(const std::vector<std::vector<size_t>>& replaced, const char* call);
 
   Strategy& strategy_;
