@@ -26,24 +26,17 @@ step "build" cmake --build build -j "$(nproc)"
 # Two tests at a time on two cores: -j 3 was measured slower under CI
 # (ctest 1670 s against ~1450 s: the builds and verifies, most of the time,
 # are CPU-bound and only fought over the cores).
-everything=1
 if [ "${FABRIC_TEST_QUICK:-0}" = 1 ] || [ $# -gt 0 ]; then
-  everything=0
-fi
-if [ "$everything" = 1 ]; then
-  # The runtime scenarios the sanitizer step runs below are not run here too
-  # (scripts/runtime_test_runs.sh): each runs once per LibTorch build.
-  source scripts/runtime_test_runs.sh
-  sanitized="$(sanitized_runtime_tests build)"
-  step "ctest" ctest --test-dir build --output-on-failure -j 2 ${sanitized:+-E "$sanitized"}
-  echo "test.sh: $(grep -o '|' <<<"$sanitized" | wc -l | awk '{print $1 + 1}') runtime scenarios left to the sanitizer step (1.13 under ASan+UBSan) and the LibTorch 2.x step"
-else
   step "ctest" ctest --test-dir build --output-on-failure -j 2 "$@"
-fi
-if [ "$everything" = 0 ]; then
   echo "test.sh: a partial run (ctest arguments or FABRIC_TEST_QUICK=1): the LibTorch 2.x, fuzz and sanitizer steps were NOT run" >&2
   exit 0
 fi
+# The runtime scenarios the sanitizer step runs below are not run here too
+# (scripts/runtime_test_runs.sh): each runs once per LibTorch build.
+source scripts/runtime_test_runs.sh
+sanitized="$(sanitized_runtime_tests build)"
+step "ctest" ctest --test-dir build --output-on-failure -j 2 ${sanitized:+-E "$sanitized"}
+echo "test.sh: $(tr -cd '|' <<<"${sanitized:+|$sanitized}" | wc -c) runtime scenarios left to the sanitizer step (1.13 under ASan+UBSan) and the LibTorch 2.x step"
 step "LibTorch 2.x (scripts/test_libtorch2.sh)" scripts/test_libtorch2.sh
 step "fuzz (scripts/fuzz.sh)" scripts/fuzz.sh
 step "sanitizers (scripts/sanitize.sh)" scripts/sanitize.sh
