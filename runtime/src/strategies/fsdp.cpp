@@ -14,14 +14,18 @@
 //             parameters; the unit resident before it is released then
 //             (reshard after forward). A release first copies this rank's
 //             chunk back into its shard, so values written into a resident
-//             unit (a checkpoint being loaded) are kept.
+//             unit (a checkpoint being loaded) are kept. Each fill starts
+//             gathering the unit expected next (the following one in
+//             forward, the preceding one in backward), so that its transfer
+//             overlaps this unit's compute; a guess that proves wrong, or
+//             shards that change meanwhile (a step, a load), drop it.
 //   backward  autograd's saved views read the unit again, which brings it
 //             back the same way; when the last of a unit's gradients has
 //             been accumulated (a post hook on each parameter's
 //             AccumulateGrad node), the unit's gradients are
 //             reduce-scattered (Gloo in LibTorch 1.13 has no
-//             reduce_scatter: one reduce per chunk, to its rank) and the
-//             unit is released. A parameter's gradient is then this rank's
+//             reduce_scatter: each chunk is sent to its rank, which sums)
+//             and the unit is released. A parameter's gradient is then this rank's
 //             piece of it, flat (undefined where the rank holds none).
 //   step      each parameter holding a piece on this rank becomes that
 //             piece of the shard (set_data) while the optimizer steps, so
@@ -39,10 +43,10 @@
 // reason, when ranks differ.
 #include "utilities/messages.h"
 #include "strategies/storage_materializer.h"
+#include "strategies/unit_buffer_pool.h"
+#include "strategies/accumulation_hooks.h"
 #include "strategies/fsdp.h"
 #include "strategies/zero.h"
-
-#include <torch/csrc/autograd/function_hook.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -54,6 +58,7 @@
 #include <atomic>
 #include <map>
 #include <memory>
+#include <optional>
 #include <sstream>
 
 namespace fabric {
@@ -155,7 +160,7 @@ class FsdpStrategy : public ZeroStrategy {
  public:
   explicit FsdpStrategy(const StrategyContext& context)
       : ZeroStrategy(context, 3),
-        hooks_(std::make_shared<HookTarget>(HookTarget{this})),
+        hooks_([this](size_t key) { accumulated(hooked_[key].first, hooked_[key].second); }),
         materializer_([this](size_t group) { fill(group); }, [this](size_t group) { write_back(group); }) {
     materializer_.set_release_others_on_demand(true);
     // Gloo (CPU): one broadcast / one reduce per rank's chunk, in place.
@@ -176,16 +181,14 @@ class FsdpStrategy : public ZeroStrategy {
   // Without before_shutdown (a job ending on an exception) the parameters
   // stay released: no collective can run any more, and unfilled bytes would
   // be silent garbage.
-  ~FsdpStrategy() override {
-    hooks_->strategy = nullptr;
-    materializer_.abandon();
-  }
+  ~FsdpStrategy() override { materializer_.abandon(); }
 
   // Every rank is in ~Fabric: the model is whole again on every rank, for
   // code that uses it after the Fabric is gone. Its gradients (pieces) are
   // dropped.
   void before_shutdown() override {
     if (!context_.group) return;
+    drop_prefetch();
     materializer_.set_release_others_on_demand(false);
     materializer_.materialize_all();
     for (size_t index = 0; index < pieces_.size(); ++index) {
@@ -210,9 +213,6 @@ class FsdpStrategy : public ZeroStrategy {
       if (taken.insert(item.second.unsafeGetTensorImpl()).second) others.push_back(item.second);
     }
     if (!others.empty()) found.push_back({"", std::move(others)});
-    for (size_t u = 0; u < found.size(); ++u) {
-      for (const auto& tensor : found[u].members) unit_of_[tensor.unsafeGetTensorImpl()] = static_cast<int>(u);
-    }
     ZeroStrategy::setup_module(module, trained);
     const size_t model = models_.size() - 1;
     if (!context_.group) return;  // one process: nothing to shard
@@ -312,6 +312,7 @@ class FsdpStrategy : public ZeroStrategy {
   // order.
   void before_backward(const std::vector<ReachedModel>& models, const at::Tensor& loss) override {
     ZeroStrategy::before_backward(models, loss);
+    scatter_in_flight_.reset();  // one a pass that threw left: nothing waits on it
     if (!context_.group || units_.empty()) return;
     // A gradient still defined now (the reduced pieces were set aside) is
     // a whole one that passes under no_backward_sync accumulated: it is
@@ -357,18 +358,19 @@ class FsdpStrategy : public ZeroStrategy {
       }
       unit.mode = Mode::none;
     }
+    finish_scatter();
     materializer_.release_all();
     for (const auto& reached : models) {
       if (!reached.synchronized) continue;
       Model* model = find(reached.module);
       if (model == nullptr) continue;
-      if (!context_.group) reduce_buckets(*model, -1);
       finish_reduction(*model);
     }
     hint_gradient_reads(models);
   }
 
   void module_loaded(const torch::nn::Module& module) override {
+    drop_prefetch();
     ZeroStrategy::module_loaded(module);
     materializer_.release_all();  // the loaded values into the shards
   }
@@ -381,12 +383,14 @@ class FsdpStrategy : public ZeroStrategy {
 
   std::function<void()> make_parameters_readable() override {
     if (!context_.group) return {};
+    drop_prefetch();
     materializer_.pin_all();
     return [this] { materializer_.unpin_all(); };
   }
 
   std::function<void()> hold_owned_state(const std::vector<torch::optim::Optimizer*>& optimizers) override {
     if (!context_.group) return {};
+    drop_prefetch();
     auto undo = std::make_shared<std::vector<std::function<void()>>>();
     const auto undo_all = [undo] {
       for (auto step = undo->rbegin(); step != undo->rend(); ++step) (*step)();
@@ -438,6 +442,7 @@ class FsdpStrategy : public ZeroStrategy {
       ZeroStrategy::optimizer_loaded(optimizer);
       return;
     }
+    drop_prefetch();
     cut_states_.clear();  // the loaded states are new objects
     cut_states_to_pieces(optimizer);
   }
@@ -453,6 +458,7 @@ class FsdpStrategy : public ZeroStrategy {
       optimizer.step();
       return;
     }
+    drop_prefetch();  // the step changes the shards
     // Nothing resident keeps the old values after the step (a release
     // copies a chunk into its shard: done now, before the shard changes).
     materializer_.release_all();
@@ -508,30 +514,6 @@ class FsdpStrategy : public ZeroStrategy {
     int64_t pending = 0;
     Mode mode = Mode::none;
   };
-  // What the AccumulateGrad post hooks call; outlives the strategy (the
-  // hooks stay on the nodes), which clears `strategy` when destroyed.
-  struct HookTarget {
-    FsdpStrategy* strategy;
-  };
-  class AccumulatedHook : public torch::autograd::FunctionPostHook {
-   public:
-    AccumulatedHook(std::weak_ptr<HookTarget> target, size_t unit, size_t member)
-        : target_(std::move(target)), unit_(unit), member_(member) {}
-    torch::autograd::variable_list operator()(const torch::autograd::variable_list& outputs,
-                                              const torch::autograd::variable_list& inputs) override {
-      (void)inputs;
-      if (auto target = target_.lock()) {
-        if (target->strategy != nullptr) target->strategy->accumulated(unit_, member_);
-      }
-      return outputs;
-    }
-
-   private:
-    std::weak_ptr<HookTarget> target_;
-    size_t unit_;
-    size_t member_;
-  };
-
   const ReachedModel* reached_model(const std::vector<ReachedModel>& models, size_t model) const {
     for (const auto& reached : models) {
       if (reached.module != nullptr && reached.module == models_[model].module) return &reached;
@@ -542,9 +524,8 @@ class FsdpStrategy : public ZeroStrategy {
   // The `member`th parameter of unit `unit`, parameters_[index], tells the
   // strategy when its gradient has been accumulated.
   void hook_accumulation(size_t index, size_t unit, size_t member) {
-    auto accumulator = torch::autograd::impl::grad_accumulator(parameters_[index].tensor);
-    accumulator->add_post_hook(std::make_unique<AccumulatedHook>(hooks_, unit, member));
-    accumulators_.push_back(std::move(accumulator));  // the tensor holds its node only weakly
+    hooked_.emplace_back(unit, member);
+    hooks_.add(parameters_[index].tensor, hooked_.size() - 1);
   }
 
   // A member's gradient has been accumulated by this backward.
@@ -559,12 +540,32 @@ class FsdpStrategy : public ZeroStrategy {
     materializer_.release(unit.group);
   }
 
+  // A unit's reduce-scatter while it is in flight: started by the hook of
+  // the unit's last gradient, finished when the next unit's starts or when
+  // backward ends, so that the transfer overlaps the backward of the units
+  // before it (as ddp's buckets overlap theirs).
+  struct ScatterInFlight {
+    struct PerFlat {
+      at::Tensor buffer;               // one segment per rank: the gradients, then a flag per member
+      at::Tensor output;               // this rank's segment, summed (c10d's flat reduce-scatter)
+      at::Tensor received;             // else the other ranks' copies of this rank's segment
+      std::vector<at::Tensor> pooled;  // what buffers_ gave for `buffer` and `received`
+      std::vector<c10d_compat::WorkPtr> works;
+    };
+    size_t unit = 0;
+    std::vector<PerFlat> flats;
+  };
+
   // Sums the unit's gradients over the ranks, each rank receiving its
   // chunk, which it divides by the world size. Every chunk carries, after
   // the gradients, one flag per member (1 where the rank has a gradient),
   // so a parameter no rank reached keeps an undefined gradient. The whole
-  // gradients are dropped; a member's gradient becomes this rank's piece.
+  // gradients are dropped as they go into the buffer; a member's gradient
+  // becomes this rank's piece when the transfer is finished.
   void reduce_scatter_unit(FsdpUnit& unit) {
+    finish_scatter();
+    ScatterInFlight started;
+    started.unit = static_cast<size_t>(&unit - units_.data());
     const int64_t world = context_.world_size;
     for (auto& flat : unit.flats) {
       const auto count = static_cast<int64_t>(flat.members.size());
@@ -572,7 +573,8 @@ class FsdpStrategy : public ZeroStrategy {
       const auto options = at::TensorOptions().dtype(flat.dtype).device(context_.device);
       // Only what no gradient covers is zeroed (the padding, the ranges of
       // parameters without a gradient): a unit-sized memset is not free.
-      auto buffer = at::empty({segment * world}, options);
+      at::Tensor pooled = buffers_->take(segment * world, options);
+      auto buffer = pooled.narrow(0, 0, segment * world);
       for (int64_t r = 0; r < world; ++r) {
         const int64_t valid = std::min(flat.chunk, std::max<int64_t>(0, flat.total - r * flat.chunk));
         if (valid < flat.chunk) buffer.narrow(0, r * segment + valid, flat.chunk - valid).zero_();
@@ -599,7 +601,31 @@ class FsdpStrategy : public ZeroStrategy {
       }
       const auto flag_values = at::tensor(flags).to(options);
       for (int64_t r = 0; r < world; ++r) buffer.narrow(0, r * segment + flat.chunk, count).copy_(flag_values);
-      const at::Tensor mine = reduce_scatter(buffer, segment);
+      started.flats.push_back(start_reduce_scatter(buffer, segment));
+      started.flats.back().pooled.push_back(std::move(pooled));
+    }
+    scatter_in_flight_ = std::move(started);
+  }
+
+  // The reduce-scatter in flight, if any: waited for; each member holding
+  // a piece here gets its averaged piece as its gradient.
+  void finish_scatter() {
+    if (!scatter_in_flight_) return;
+    ScatterInFlight finished = std::move(*scatter_in_flight_);
+    scatter_in_flight_.reset();
+    FsdpUnit& unit = units_.at(finished.unit);
+    const int64_t world = context_.world_size;
+    for (size_t f = 0; f < unit.flats.size(); ++f) {
+      Flat& flat = unit.flats[f];
+      auto& transfer = finished.flats.at(f);
+      for (auto& work : transfer.works) work->wait();
+      const auto count = static_cast<int64_t>(flat.members.size());
+      const int64_t segment = flat.chunk + count;
+      at::Tensor mine = transfer.output;
+      if (!mine.defined()) {
+        mine = transfer.buffer.narrow(0, context_.rank * segment, segment);
+        for (int64_t k = 0; k < world - 1; ++k) mine.add_(transfer.received.narrow(0, k * segment, segment));
+      }
       const at::Tensor gradients = mine.narrow(0, 0, flat.chunk).div_(static_cast<double>(world));
       const auto reached = mine.narrow(0, flat.chunk, count).to(at::kFloat).cpu().contiguous();
       const float* reached_by = reached.data_ptr<float>();
@@ -611,6 +637,7 @@ class FsdpStrategy : public ZeroStrategy {
         // gradients in place, and a piece must not keep the buffer alive.
         parameters_[index].tensor.mutable_grad() = gradients.narrow(0, piece.in_shard, piece.length).clone();
       }
+      for (auto& buffer : transfer.pooled) buffers_->give_back(std::move(buffer));
     }
   }
 
@@ -621,43 +648,52 @@ class FsdpStrategy : public ZeroStrategy {
     return what.find("does not support") != std::string::npos || what.find("no support") != std::string::npos;
   }
 
-  // `buffer` holds one segment per rank; returns this rank's, summed over
-  // the ranks: c10d's flat reduce-scatter (NCCL), else one reduce per
-  // segment to its rank (the same bytes).
-  at::Tensor reduce_scatter(at::Tensor& buffer, int64_t segment) {
+  // Starts summing `buffer`'s segments (one per rank) over the ranks, each
+  // rank to receive its own: c10d's flat reduce-scatter (NCCL), else each
+  // segment sent straight to its rank (c10d send/recv), which adds what it
+  // receives when finished: (N-1)/N of the buffer per rank, as a
+  // reduce-scatter moves. Gloo's reduce, one per segment, moved about twice
+  // that (it reduces in a ring and then gathers to the root).
+  ScatterInFlight::PerFlat start_reduce_scatter(const at::Tensor& buffer, int64_t segment) {
+    ScatterInFlight::PerFlat transfer;
+    transfer.buffer = buffer;
     if (!reduce_scatter_unavailable_) {
-      at::Tensor output = at::empty({segment}, buffer.options());
+      transfer.output = at::empty({segment}, buffer.options());
       c10d::ReduceScatterOptions options;
       options.reduceOp = c10d::ReduceOp::SUM;
       try {
-        context_.group->_reduce_scatter_base(output, buffer, options)->wait();
-        return output;
+        transfer.works.push_back(context_.group->_reduce_scatter_base(transfer.output, transfer.buffer, options));
+        return transfer;
       } catch (const c10::Error& error) {
         if (!refused_as_unsupported(error)) throw;
         reduce_scatter_unavailable_ = true;
+        transfer.output = at::Tensor();
       }
     }
-    std::vector<c10d_compat::WorkPtr> works;
-    for (int r = 0; r < context_.world_size; ++r) {
-      std::vector<at::Tensor> tensors{buffer.narrow(0, r * segment, segment)};
-      c10d::ReduceOptions options;
-      options.reduceOp = c10d::ReduceOp::SUM;
-      options.rootRank = r;
-      works.push_back(context_.group->reduce(tensors, options));
+    // At most one reduce-scatter is in flight, and each sends one segment
+    // to each other rank, so one tag serves every transfer.
+    constexpr int kTag = 0;
+    const int world = context_.world_size;
+    transfer.pooled.push_back(buffers_->take((world - 1) * segment, buffer.options()));
+    transfer.received = transfer.pooled.back().narrow(0, 0, (world - 1) * segment);
+    for (int r = 0, k = 0; r < world; ++r) {
+      if (r == context_.rank) continue;
+      std::vector<at::Tensor> outgoing{transfer.buffer.narrow(0, r * segment, segment)};
+      transfer.works.push_back(context_.group->send(outgoing, r, kTag));
+      std::vector<at::Tensor> incoming{transfer.received.narrow(0, (k++) * segment, segment)};
+      transfer.works.push_back(context_.group->recv(incoming, r, kTag));
     }
-    for (auto& work : works) work->wait();
-    return buffer.narrow(0, context_.rank * segment, segment);
+    return transfer;
   }
 
   // Every rank's `shard` into `gathered`, in rank order: c10d's flat
   // all-gather (NCCL), else one broadcast per rank into its part of
   // `gathered` (Gloo's list all-gather would stage the whole unit in a
   // buffer of its own and copy it out).
-  void all_gather(at::Tensor& gathered, at::Tensor& shard) {
+  std::vector<c10d_compat::WorkPtr> start_all_gather(at::Tensor& gathered, at::Tensor& shard) {
     if (!all_gather_unavailable_) {
       try {
-        context_.group->_allgather_base(gathered, shard)->wait();
-        return;
+        return {context_.group->_allgather_base(gathered, shard)};
       } catch (const c10::Error& error) {
         if (!refused_as_unsupported(error)) throw;
         all_gather_unavailable_ = true;
@@ -672,7 +708,32 @@ class FsdpStrategy : public ZeroStrategy {
       options.rootRank = r;
       works.push_back(context_.group->broadcast(tensors, options));
     }
-    for (auto& work : works) work->wait();
+    return works;
+  }
+
+  // Starts gathering unit `unit` (prefetch), when it is one.
+  void start_prefetch(size_t unit) {
+    if (unit >= units_.size()) return;
+    GatherInFlight started;
+    started.unit = unit;
+    for (auto& flat : units_[unit].flats) {
+      const int64_t numel = flat.chunk * context_.world_size;
+      started.pooled.push_back(buffers_->take(numel, flat.shard.options()));
+      at::Tensor gathered = started.pooled.back().narrow(0, 0, numel);
+      for (auto& work : start_all_gather(gathered, flat.shard)) started.works.push_back(std::move(work));
+    }
+    gather_in_flight_ = std::move(started);
+  }
+
+  // The prefetch in flight, if any, is not used: waited for (every rank
+  // started it), its buffers back to the pool. Called where shards may
+  // change, so that no gather of old values is ever used.
+  void drop_prefetch() {
+    if (!gather_in_flight_) return;
+    GatherInFlight dropped = std::move(*gather_in_flight_);
+    gather_in_flight_.reset();
+    for (auto& work : dropped.works) work->wait();
+    for (auto& buffer : dropped.pooled) buffers_->give_back(std::move(buffer));
   }
 
   // How many of parameters_[index]'s elements rank `rank` holds.
@@ -827,9 +888,26 @@ class FsdpStrategy : public ZeroStrategy {
           "backward passes): does the forward branch on this rank's data, or run a part of the model on some "
           "ranks only?");
     }
-    for (auto& flat : unit.flats) {
-      auto gathered = at::empty({flat.chunk * context_.world_size}, flat.shard.options());
-      all_gather(gathered, flat.shard);
+    // The unit's gather, when the fill before started it; else now.
+    std::optional<GatherInFlight> prefetched;
+    if (gather_in_flight_ && gather_in_flight_->unit == group) {
+      prefetched = std::move(gather_in_flight_);
+      gather_in_flight_.reset();
+      for (auto& work : prefetched->works) work->wait();
+    }
+    drop_prefetch();
+    for (size_t f = 0; f < unit.flats.size(); ++f) {
+      Flat& flat = unit.flats[f];
+      const int64_t gathered_numel = flat.chunk * context_.world_size;
+      at::Tensor pooled =
+          prefetched ? std::move(prefetched->pooled[f]) : buffers_->take(gathered_numel, flat.shard.options());
+      auto gathered = pooled.narrow(0, 0, gathered_numel);
+      if (!prefetched) {
+        for (auto& work : start_all_gather(gathered, flat.shard)) work->wait();
+      }
+      // The members' storages share the buffer; it goes back to the pool
+      // when the last of them is released.
+      const std::shared_ptr<void> lease = unit.zero_copy ? buffers_->share(pooled) : nullptr;
       for (size_t k = 0; k < flat.members.size(); ++k) {
         const at::Tensor& member = parameters_[flat.members[k]].tensor;
         if (unit.zero_copy) {
@@ -841,19 +919,22 @@ class FsdpStrategy : public ZeroStrategy {
           const size_t bytes = static_cast<size_t>(member.numel()) * member.element_size();
           char* data = static_cast<char*>(gathered.data_ptr()) + flat.offsets[k] * member.element_size();
           storage->set_data_ptr_noswap(
-              c10::DataPtr(data, new at::Tensor(gathered), &release_buffer, gathered.device()));
+              c10::DataPtr(data, new std::shared_ptr<void>(lease), &release_lease, gathered.device()));
           storage->set_nbytes(bytes);
           continue;
         }
         at::Tensor parameter = same_memory_own_version(member);
         parameter.copy_(gathered.narrow(0, flat.offsets[k], parameter.numel()).view(parameter.sizes()));
       }
+      if (!unit.zero_copy) buffers_->give_back(std::move(pooled));
     }
     unit.filled_versions.clear();
     for (size_t index : unit.members) unit.filled_versions.push_back(parameters_[index].tensor._version());
+    // The unit expected next: backward runs the units in reverse.
+    start_prefetch(armed_ ? group - 1 : group + 1);
   }
 
-  static void release_buffer(void* buffer) { delete static_cast<at::Tensor*>(buffer); }
+  static void release_lease(void* lease) { delete static_cast<std::shared_ptr<void>*>(lease); }
 
   // `parameter`'s storage gets memory of its own, with the same values.
   static void own_memory(const at::Tensor& parameter) {
@@ -873,6 +954,7 @@ class FsdpStrategy : public ZeroStrategy {
     }
     unit.filled_versions.clear();
     if (!written) return;
+    drop_prefetch();  // its shard is about to change
     for (auto& flat : unit.flats) {
       for (size_t index : flat.members) {
         const Piece& piece = pieces_[index];
@@ -911,12 +993,21 @@ class FsdpStrategy : public ZeroStrategy {
     return alias;
   }
 
-  std::shared_ptr<HookTarget> hooks_;
+  std::vector<std::pair<size_t, size_t>> hooked_;  // by hook key: (unit, member)
+  AccumulationHooks hooks_;
   std::vector<FsdpUnit> units_;
   std::vector<Piece> pieces_;  // by index into parameters_ (length 0: none here)
   std::unordered_set<const torch::optim::OptimizerParamState*> cut_states_;  // already piece-sized
-  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;
   bool armed_ = false;
+  std::shared_ptr<UnitBufferPool> buffers_ = std::make_shared<UnitBufferPool>();
+  std::optional<ScatterInFlight> scatter_in_flight_;
+  // A unit's gather started by the fill before it (prefetch).
+  struct GatherInFlight {
+    size_t unit = 0;
+    std::vector<at::Tensor> pooled;  // per flat: the buffer, from buffers_
+    std::vector<c10d_compat::WorkPtr> works;
+  };
+  std::optional<GatherInFlight> gather_in_flight_;
   bool reduce_scatter_unavailable_ = false;
   bool all_gather_unavailable_ = false;
   StorageMaterializer materializer_;

@@ -11,11 +11,25 @@
 //   zero1  gradients are all-reduced by a c10d::Reducer, overlapped with
 //          backward, exactly as under ddp: every rank holds every averaged
 //          gradient (clip_gradients, gradient inspection work as under ddp).
-//   zero2  after backward each bucket of an owner's gradients is reduced
-//          (c10d reduce, dst = owner; Gloo has no reduce_scatter in 1.13)
-//          to that owner, which averages it; the other ranks drop those
-//          gradients (undefined), so a rank holds ~1/N of the gradients
-//          between backward and the next one.
+//   zero2  gradients are reduced to their owners in buckets, overlapped
+//          with backward as DDP's Reducer overlaps its all-reduce: buckets
+//          follow the order gradients arrive in (the reverse of the
+//          parameters'), a small first one, then bucket_cap_mb ones, each
+//          split by owner; a bucket's reduction starts from the
+//          AccumulateGrad hook of its last gradient, strictly in bucket
+//          order (every rank starts the same transfers in the same order,
+//          whatever order its gradients come in): each other rank sends the
+//          bucket straight to its owner (c10d send/recv; the owner's
+//          receives are posted when the pass starts), which adds what it
+//          receives to its own gradients. That moves (N-1)/N of the
+//          gradients per rank, as a reduce-scatter does; Gloo's reduce (1.13
+//          has no reduce_scatter) moved as much as an all-reduce. The owner
+//          averages; the other ranks drop
+//          those gradients (undefined) as soon as they are in the bucket,
+//          so a rank holds ~1/N of the gradients between backward and the
+//          next one. fabric.step() sends the updated parameters back from
+//          their owners through the same buckets' memory, every owner's
+//          broadcast in flight at once.
 //
 // optimizer.step() called directly would update only the owned parameters
 // and leave the ranks with different models; every parameter's version
@@ -24,6 +38,7 @@
 // moved.
 #pragma once
 
+#include "strategies/accumulation_hooks.h"
 #include "strategies/ddp.h"
 #include "strategies/gradient_read_hint.h"
 #include "strategies/strategy.h"
@@ -51,7 +66,10 @@ std::unique_ptr<torch::optim::OptimizerParamState> new_parameter_state(const tor
 class ZeroStrategy : public Strategy {
  public:
   ZeroStrategy(const StrategyContext& context, int stage)
-      : Strategy(context), stage_(stage), gradient_read_hint_(context.strategy) {
+      : Strategy(context),
+        stage_(stage),
+        gradient_read_hint_(context.strategy),
+        hooks_([this](size_t index) { accumulated(index); }) {
     if (stage_ == 1) all_reduce_ = std::make_unique<DdpStrategy>(context);
   }
 
@@ -124,6 +142,7 @@ class ZeroStrategy : public Strategy {
         parameter.tensor.mutable_grad() = at::Tensor();
       }
     }
+    if (shards_gradients()) arm_buckets(models);
   }
 
   void after_backward(const std::vector<ReachedModel>& models) override {
@@ -131,10 +150,10 @@ class ZeroStrategy : public Strategy {
       all_reduce_->after_backward(models);
       return;
     }
+    finish_buckets();
     for (const auto& reached : models) {
       if (!reached.synchronized) continue;
-      Model* model = find(reached.module);
-      if (model != nullptr) reduce_to_owners(*model);
+      if (Model* model = find(reached.module)) finish_reduction(*model);
     }
     hint_gradient_reads(models);
   }
@@ -181,17 +200,7 @@ class ZeroStrategy : public Strategy {
     }
     restore();
 
-    if (context_.group && stage_ < 3) {
-      const size_t cap = bucket_bytes(context_.options).second;
-      for (int owner = 0; owner < context_.world_size; ++owner) {
-        std::vector<at::Tensor> owned;
-        for (const auto& parameter : parameters) {
-          const Parameter* tracked = lookup(parameter);
-          if (tracked != nullptr && tracked->owner == owner) owned.push_back(parameter.detach());
-        }
-        if (!owned.empty()) c10d::broadcast_coalesced(context_.group, owned, cap, owner);
-      }
-    }
+    if (context_.group && stage_ < 3) broadcast_from_owners(parameters);
     for (const auto& parameter : parameters) {
       if (Parameter* tracked = lookup(parameter)) tracked->version = parameter._version();
     }
@@ -289,22 +298,50 @@ class ZeroStrategy : public Strategy {
     at::Tensor tensor;
     std::string name;
     int owner;
-    int64_t version;  // when Fabric last synchronized it
-    size_t model;     // index into models_ of the model reducing it (the first set up with it)
-    bool trained;     // requires grad, as the model's last setup or change said
+    int64_t version;       // when Fabric last synchronized it
+    size_t model;          // index into models_ of the model reducing it (the first set up with it)
+    bool trained;          // requires grad, as the model's last setup or change said
+    size_t bucket = 0;     // zero2: index into its model's buckets
+    bool hooked = false;   // zero2: its AccumulateGrad node tells accumulated()
+    bool awaited = false;  // zero2: this backward pass is to accumulate its gradient
   };
+  // zero2: gradients of one owner and dtype, reduced to the owner together.
   struct Bucket {
     int owner;
     at::ScalarType dtype;
     std::vector<size_t> members;  // indices into parameters_
-    int64_t numel;
-    size_t bytes;
-    int unit;  // fsdp: the unit whose backward ends its gradients
+    int64_t numel = 0;
+    // The members' gradients end to end, then one flag per member (1 where
+    // this rank has a gradient, so that a parameter no rank reached keeps an
+    // undefined one): a part of its region's memory.
+    at::Tensor flat;
+    size_t region = 0;   // index into its model's regions
+    int64_t offset = 0;  // where `flat` starts in the region
+    // The owner's: where the other ranks' flats arrive (`flat` itself, then
+    // world size - 2 more).
+    std::vector<at::Tensor> received;
+    int64_t pending = 0;  // this pass: gradients still to be accumulated
+    // This pass, once started: the owner's receives (one per other rank),
+    // another rank's send.
+    std::vector<c10d_compat::WorkPtr> transfers;
+  };
+  // zero2: the buckets of one owner and dtype end to end, in one block of
+  // memory kept between passes (no pages to fault in per step), through
+  // which fabric.step() also broadcasts the members' new values: one
+  // broadcast per owner.
+  struct Region {
+    int owner;
+    at::ScalarType dtype;
+    std::vector<size_t> buckets;  // indices into its model's buckets, in order
+    int64_t numel = 0;
+    at::Tensor memory;    // allocated by the first pass
+    at::Tensor received;  // the owner's, with 3+ ranks: world size - 2 times `memory`'s size
   };
   struct Model {
     const torch::nn::Module* module = nullptr;
     std::vector<size_t> members;        // indices into parameters_
-    std::vector<Bucket> buckets;        // zero2
+    std::vector<Bucket> buckets;        // zero2, in the order backward produces their gradients
+    std::vector<Region> regions;        // zero2
     bool reduced = false;               // owners' gradients hold an average
     std::vector<at::Tensor> set_aside;  // per member: that average, while accumulating
   };
@@ -377,106 +414,302 @@ class ZeroStrategy : public Strategy {
       parameters_[index].owner = static_cast<int>(lightest - owned_bytes_.begin());
       *lightest += bytes_of(parameters_[index].tensor);
     }
-    if (stage_ < 2) return;
-    // Buckets of one unit (fsdp; zero2 has one), one owner and one dtype, at
-    // most bucket_cap_mb each, in parameter order.
+    if (stage_ == 2) build_buckets(model);
+  }
+
+  // zero2: the model's buckets in the order backward produces gradients
+  // (the reverse of the parameters'), as DDP's Reducer forms them: a first
+  // window of about 1 MiB, so that the first reduce starts early, then
+  // windows of bucket_cap_mb; a window's parameters go into one bucket per
+  // owner and dtype. Every rank forms the same buckets.
+  void build_buckets(Model& model) {
     model.buckets.clear();
-    const size_t cap = bucket_bytes(context_.options).second;
-    int units = 1;
-    for (size_t index : model.members) units = std::max(units, unit_of(parameters_[index].tensor) + 1);
-    for (int unit = 0; unit < units; ++unit)
+    const auto [first_window, window_cap] = bucket_bytes(context_.options);
+    std::vector<size_t> window;
+    size_t window_bytes = 0;
+    const auto close_window = [&] {
       for (int owner = 0; owner < context_.world_size; ++owner) {
-        std::unordered_map<int, size_t> open;  // dtype -> bucket being filled
-        for (size_t index : model.members) {
+        std::vector<at::ScalarType> dtypes;  // in the order found
+        for (size_t index : window) {
           const auto& parameter = parameters_[index];
-          if (parameter.owner != owner || unit_of(parameter.tensor) != unit) continue;
           const auto dtype = parameter.tensor.scalar_type();
-          auto found = open.find(static_cast<int>(dtype));
-          if (found == open.end() || model.buckets[found->second].bytes + bytes_of(parameter.tensor) > cap) {
-            model.buckets.push_back({owner, dtype, {}, 0, 0, unit});
-            found = open.insert_or_assign(static_cast<int>(dtype), model.buckets.size() - 1).first;
+          if (parameter.owner == owner && std::find(dtypes.begin(), dtypes.end(), dtype) == dtypes.end())
+            dtypes.push_back(dtype);
+        }
+        for (const auto dtype : dtypes) {
+          Bucket bucket{owner, dtype, {}};
+          for (size_t index : window) {
+            const auto& parameter = parameters_[index];
+            if (parameter.owner != owner || parameter.tensor.scalar_type() != dtype) continue;
+            bucket.members.push_back(index);
+            bucket.numel += parameter.tensor.numel();
           }
-          auto& bucket = model.buckets[found->second];
-          bucket.members.push_back(index);
-          bucket.numel += parameter.tensor.numel();
-          bucket.bytes += bytes_of(parameter.tensor);
+          model.buckets.push_back(std::move(bucket));
         }
       }
-  }
-
-  // zero2: every bucket reduced to its owner, then what a backward that
-  // accumulated set aside added back.
-  void reduce_to_owners(Model& model) {
-    reduce_buckets(model, -1);
-    finish_reduction(model);
-  }
-
-  // Sums every bucket of `unit` (-1: all) on its owner, which divides by
-  // the world size; the other ranks drop those gradients. Each bucket
-  // carries, after the gradients, one flag per parameter (1 where this rank
-  // has a gradient), so a parameter no rank reached keeps an undefined
-  // gradient.
-  void reduce_buckets(Model& model, int unit) {
-    const int rank = context_.rank;
-    const double world = context_.world_size;
-    std::vector<at::Tensor> flats;
-    std::vector<c10d_compat::WorkPtr> works;
-    std::vector<const Bucket*> reduced;
-    if (context_.group) {
-      for (const auto& bucket : model.buckets) {
-        if (unit >= 0 && bucket.unit != unit) continue;
-        reduced.push_back(&bucket);
-        const auto count = static_cast<int64_t>(bucket.members.size());
-        auto flat = at::empty({bucket.numel + count}, at::TensorOptions().dtype(bucket.dtype).device(context_.device));
-        std::vector<float> flags(static_cast<size_t>(count), 0.0f);
-        int64_t offset = 0;
-        for (int64_t k = 0; k < count; ++k) {
-          auto& parameter = parameters_[bucket.members[static_cast<size_t>(k)]];
-          const int64_t numel = parameter.tensor.numel();
-          const at::Tensor gradient = parameter.tensor.grad();
-          if (gradient.defined()) {
-            flat.narrow(0, offset, numel).copy_(gradient.reshape({-1}));
-            flags[static_cast<size_t>(k)] = 1;
-          } else {
-            flat.narrow(0, offset, numel).zero_();
-          }
-          // Freed as soon as it is in the bucket.
-          if (bucket.owner != rank) parameter.tensor.mutable_grad() = at::Tensor();
-          offset += numel;
-        }
-        flat.narrow(0, bucket.numel, count).copy_(at::tensor(flags));
-        std::vector<at::Tensor> tensors{flat};
-        c10d::ReduceOptions options;
-        options.reduceOp = c10d::ReduceOp::SUM;
-        options.rootRank = bucket.owner;
-        works.push_back(context_.group->reduce(tensors, options));
-        flats.push_back(flat);
-      }
-      for (auto& work : works) work->wait();
+      window.clear();
+      window_bytes = 0;
+    };
+    for (auto member = model.members.rbegin(); member != model.members.rend(); ++member) {
+      window.push_back(*member);
+      window_bytes += bytes_of(parameters_[*member].tensor);
+      if (window_bytes >= (model.buckets.empty() ? first_window : window_cap)) close_window();
     }
-    // Without a process group the local gradients are the average already.
-    for (size_t b = 0; b < flats.size(); ++b) {
-      const auto& bucket = *reduced[b];
-      if (bucket.owner != rank) continue;
+    if (!window.empty()) close_window();
+    model.regions.clear();
+    for (size_t b = 0; b < model.buckets.size(); ++b) {
+      Bucket& bucket = model.buckets[b];
+      auto region = std::find_if(model.regions.begin(), model.regions.end(), [&](const Region& candidate) {
+        return candidate.owner == bucket.owner && candidate.dtype == bucket.dtype;
+      });
+      if (region == model.regions.end()) region = model.regions.insert(region, Region{bucket.owner, bucket.dtype, {}});
+      bucket.region = static_cast<size_t>(region - model.regions.begin());
+      bucket.offset = region->numel;
+      region->buckets.push_back(b);
+      region->numel += bucket.numel + static_cast<int64_t>(bucket.members.size());
+    }
+    for (size_t b = 0; b < model.buckets.size(); ++b) {
+      for (size_t index : model.buckets[b].members) {
+        Parameter& parameter = parameters_[index];
+        parameter.bucket = b;
+        if (context_.group && !parameter.hooked) {
+          hooks_.add(parameter.tensor, index);
+          parameter.hooked = true;
+        }
+      }
+    }
+  }
+
+  // zero2, before a synchronized backward: the buckets of the models it
+  // reaches, in one order on every rank (the models in the order they were
+  // set up), each waiting for the gradients this rank's pass accumulates.
+  // A bucket that waits for none (gradients accumulated under
+  // no_backward_sync that this pass does not reach) starts at once, in turn.
+  void arm_buckets(const std::vector<ReachedModel>& models) {
+    sequence_.clear();  // a pass that threw left its own: nothing waits on it
+    next_in_sequence_ = 0;
+    for (size_t m = 0; m < models_.size(); ++m) {
+      const auto reached = std::find_if(models.begin(), models.end(), [&](const ReachedModel& candidate) {
+        return candidate.synchronized && candidate.module == models_[m].module;
+      });
+      if (reached == models.end() || models_[m].module == nullptr) continue;
+      for (size_t b = 0; b < models_[m].buckets.size(); ++b) {
+        Bucket& bucket = models_[m].buckets[b];
+        bucket.pending = 0;
+        bucket.transfers.clear();
+        for (size_t index : bucket.members) {
+          Parameter& parameter = parameters_[index];
+          parameter.awaited = reached->graph != nullptr && reached->graph->reaches(parameter.tensor);
+          bucket.pending += parameter.awaited ? 1 : 0;
+        }
+        // The owner's receives, before its gradients exist: another rank's
+        // send completes as soon as it is made.
+        if (bucket.owner == context_.rank) post_receives(models_[m], bucket, static_cast<int>(sequence_.size()));
+        sequence_.emplace_back(m, b);
+      }
+    }
+    start_ready_buckets();
+  }
+
+  // `tag` (the bucket's place in the sequence) pairs each send with its
+  // receive.
+  void post_receives(Model& model, Bucket& bucket, int tag) {
+    ensure_memory(model, model.regions[bucket.region]);
+    size_t k = 0;
+    for (int rank = 0; rank < context_.world_size; ++rank) {
+      if (rank == context_.rank) continue;
+      std::vector<at::Tensor> tensors{bucket.received[k++]};
+      bucket.transfers.push_back(context_.group->recv(tensors, rank, tag));
+    }
+  }
+
+  // zero2: autograd accumulated parameters_[index]'s gradient (its
+  // AccumulateGrad hook, on the thread running backward).
+  void accumulated(size_t index) {
+    if (index >= parameters_.size() || !parameters_[index].awaited) return;
+    Parameter& parameter = parameters_[index];
+    parameter.awaited = false;
+    Bucket& bucket = models_[parameter.model].buckets[parameter.bucket];
+    if (--bucket.pending == 0) start_ready_buckets();
+  }
+
+  // Starts the reduces of the buckets that are complete, strictly in
+  // sequence: a complete bucket waits for the ones before it, so that every
+  // rank starts the same collectives in the same order.
+  void start_ready_buckets() {
+    while (next_in_sequence_ < sequence_.size()) {
+      const auto [m, b] = sequence_[next_in_sequence_];
+      Bucket& bucket = models_[m].buckets[b];
+      if (bucket.pending > 0) return;
+      start_reduce(models_[m], bucket, static_cast<int>(next_in_sequence_));
+      ++next_in_sequence_;
+    }
+  }
+
+  // The region's memory, and its buckets' flats in it, from the first use
+  // on; on the owner, the receive buffers too.
+  void ensure_memory(Model& model, Region& region) {
+    if (region.memory.defined()) return;
+    const auto options = at::TensorOptions().dtype(region.dtype).device(context_.device);
+    region.memory = at::empty({region.numel}, options);
+    const bool owner = region.owner == context_.rank;
+    const int64_t more = context_.world_size - 2;
+    if (owner && more > 0) region.received = at::empty({more * region.numel}, options);
+    for (size_t b : region.buckets) {
+      Bucket& bucket = model.buckets[b];
+      const int64_t size = bucket.numel + static_cast<int64_t>(bucket.members.size());
+      bucket.flat = region.memory.narrow(0, bucket.offset, size);
+      bucket.received.clear();
+      if (!owner) continue;
+      bucket.received.push_back(bucket.flat);
+      for (int64_t k = 0; k < more; ++k) {
+        bucket.received.push_back(region.received.narrow(0, k * region.numel + bucket.offset, size));
+      }
+    }
+  }
+
+  // Another rank's part: the bucket's gradients into its flat, which goes
+  // to the owner.
+  void start_reduce(Model& model, Bucket& bucket, int tag) {
+    if (bucket.owner == context_.rank) return;  // its receives were posted when the pass was armed
+    const auto count = static_cast<int64_t>(bucket.members.size());
+    ensure_memory(model, model.regions[bucket.region]);
+    std::vector<float> flags(static_cast<size_t>(count), 0.0f);
+    int64_t offset = 0;
+    for (int64_t k = 0; k < count; ++k) {
+      auto& parameter = parameters_[bucket.members[static_cast<size_t>(k)]];
+      const int64_t numel = parameter.tensor.numel();
+      const at::Tensor gradient = parameter.tensor.grad();
+      if (gradient.defined()) {
+        bucket.flat.narrow(0, offset, numel).copy_(gradient.reshape({-1}));
+        flags[static_cast<size_t>(k)] = 1;
+      } else {
+        bucket.flat.narrow(0, offset, numel).zero_();
+      }
+      parameter.tensor.mutable_grad() = at::Tensor();  // freed as soon as it is in the bucket
+      offset += numel;
+    }
+    bucket.flat.narrow(0, bucket.numel, count).copy_(at::tensor(flags));
+    std::vector<at::Tensor> tensors{bucket.flat};
+    bucket.transfers.push_back(context_.group->send(tensors, bucket.owner, tag));
+  }
+
+  // zero2, after backward: the buckets whose hooks did not all run (a
+  // gradient that autograd did not accumulate after all) start now, in
+  // sequence; then each owner takes the average of its buckets.
+  void finish_buckets() {
+    if (sequence_.empty()) return;
+    for (const auto& [m, b] : sequence_) {
+      Bucket& bucket = models_[m].buckets[b];
+      bucket.pending = 0;
+      for (size_t index : bucket.members) parameters_[index].awaited = false;
+    }
+    start_ready_buckets();
+    const double world = context_.world_size;
+    for (const auto& [m, b] : sequence_) {
+      Bucket& bucket = models_[m].buckets[b];
+      for (auto& transfer : bucket.transfers) transfer->wait();
+      bucket.transfers.clear();
+      if (bucket.owner != context_.rank) continue;
       const auto count = static_cast<int64_t>(bucket.members.size());
-      const auto flags = flats[b].narrow(0, bucket.numel, count).to(at::kFloat).cpu().contiguous();
-      const float* reached_by = flags.data_ptr<float>();
+      std::vector<at::Tensor> flags;  // per other rank
+      for (const auto& flat : bucket.received)
+        flags.push_back(flat.narrow(0, bucket.numel, count).to(at::kFloat).cpu());
       int64_t offset = 0;
       for (int64_t k = 0; k < count; ++k) {
         auto& parameter = parameters_[bucket.members[static_cast<size_t>(k)]];
         const int64_t numel = parameter.tensor.numel();
-        if (reached_by[k] > 0) {
-          auto average = flats[b].narrow(0, offset, numel).view(parameter.tensor.sizes());
-          average.div_(world);
-          at::Tensor gradient = parameter.tensor.grad();
+        // This rank's own gradient plus what the others sent. A tensor of
+        // its own, not a view of the bucket: the bucket is overwritten by
+        // the next pass, and optimizer.zero_grad() detaches gradients in
+        // place, which a view refuses.
+        at::Tensor gradient = parameter.tensor.grad();
+        for (size_t r = 0; r < bucket.received.size(); ++r) {
+          if (flags[r].data_ptr<float>()[k] <= 0) continue;
+          const auto sent = bucket.received[r].narrow(0, offset, numel).view(parameter.tensor.sizes());
           if (gradient.defined()) {
-            gradient.copy_(average);
+            gradient.add_(sent);
           } else {
-            parameter.tensor.mutable_grad() = average.clone();
+            gradient = sent.clone();
           }
+        }
+        if (gradient.defined()) {
+          gradient.div_(world);
+          if (!parameter.tensor.grad().defined()) parameter.tensor.mutable_grad() = gradient;
         }
         offset += numel;
       }
+    }
+    sequence_.clear();
+    next_in_sequence_ = 0;
+  }
+
+  // After the owners stepped: every parameter of `parameters` (an
+  // optimizer's) goes from its owner to the other ranks. zero2 sends each
+  // region whose members the optimizer all holds in one broadcast, through
+  // the region's memory, every owner's in flight at once; the rest go
+  // through c10d's coalesced broadcast, owner by owner. The same order on
+  // every rank.
+  void broadcast_from_owners(const std::vector<at::Tensor>& parameters) {
+    std::unordered_set<size_t> stepped;  // indices into parameters_
+    for (const auto& parameter : parameters) {
+      if (const Parameter* tracked = lookup(parameter))
+        stepped.insert(static_cast<size_t>(tracked - parameters_.data()));
+    }
+    std::vector<std::pair<Model*, Region*>> whole;
+    for (auto& model : models_) {
+      for (auto& region : model.regions) {
+        bool all = true;
+        for (size_t b : region.buckets) {
+          for (size_t index : model.buckets[b].members) all = all && stepped.count(index) > 0;
+        }
+        if (!all || region.buckets.empty()) continue;
+        whole.emplace_back(&model, &region);
+        for (size_t b : region.buckets) {
+          for (size_t index : model.buckets[b].members) stepped.erase(index);
+        }
+      }
+    }
+    std::vector<c10d_compat::WorkPtr> works;
+    const auto each_member = [this](const Model& model, const Region& region, const auto& apply) {
+      for (size_t b : region.buckets) {
+        const Bucket& bucket = model.buckets[b];
+        int64_t offset = 0;
+        for (size_t index : bucket.members) {
+          const at::Tensor& tensor = parameters_[index].tensor;
+          apply(tensor, bucket.flat.narrow(0, offset, tensor.numel()));
+          offset += tensor.numel();
+        }
+      }
+    };
+    for (auto [model, region] : whole) {
+      ensure_memory(*model, *region);
+      if (region->owner == context_.rank) {
+        each_member(*model, *region,
+                    [](const at::Tensor& tensor, at::Tensor part) { part.copy_(tensor.detach().reshape({-1})); });
+      }
+      std::vector<at::Tensor> tensors{region->memory};
+      c10d::BroadcastOptions options;
+      options.rootRank = region->owner;
+      works.push_back(context_.group->broadcast(tensors, options));
+    }
+    const size_t cap = bucket_bytes(context_.options).second;
+    for (int owner = 0; owner < context_.world_size; ++owner) {
+      std::vector<at::Tensor> owned;
+      for (const auto& parameter : parameters) {
+        const Parameter* tracked = lookup(parameter);
+        if (tracked == nullptr || tracked->owner != owner) continue;
+        if (stepped.count(static_cast<size_t>(tracked - parameters_.data())) > 0) owned.push_back(parameter.detach());
+      }
+      if (!owned.empty()) c10d::broadcast_coalesced(context_.group, owned, cap, owner);
+    }
+    for (size_t w = 0; w < whole.size(); ++w) {
+      works[w]->wait();
+      const auto [model, region] = whole[w];
+      if (region->owner == context_.rank) continue;
+      each_member(*model, *region, [](const at::Tensor& tensor, const at::Tensor& part) {
+        tensor.detach().copy_(part.view(tensor.sizes()));
+      });
     }
   }
 
@@ -495,12 +728,6 @@ class ZeroStrategy : public Strategy {
     model.reduced = true;
   }
 
-  // fsdp: the unit a parameter's gradients are reduced with (0 when none
-  // was given: zero2's one unit per model).
-  int unit_of(const at::Tensor& tensor) const {
-    const auto found = unit_of_.find(tensor.unsafeGetTensorImpl());
-    return found == unit_of_.end() ? 0 : found->second;
-  }
   // Steps the parameters this rank owns (the others have no gradient now).
   virtual void step_owned(torch::optim::Optimizer& optimizer) { optimizer.step(); }
   // Whether this rank updates parameters_[index] (holds its averaged
@@ -509,9 +736,13 @@ class ZeroStrategy : public Strategy {
   virtual bool updates_here(size_t index) const { return parameters_[index].owner == context_.rank; }
 
   const int stage_;
-  std::unordered_map<const c10::TensorImpl*, int> unit_of_;
   std::unique_ptr<DdpStrategy> all_reduce_;  // zero1
   GradientReadHint gradient_read_hint_;
+  AccumulationHooks hooks_;  // zero2
+  // zero2, this backward pass: its buckets as (model, bucket) in the order
+  // their reduces start, and the next one to start.
+  std::vector<std::pair<size_t, size_t>> sequence_;
+  size_t next_in_sequence_ = 0;
   std::vector<Parameter> parameters_;
   std::unordered_map<const c10::TensorImpl*, size_t> index_;
   std::vector<Model> models_;

@@ -120,6 +120,51 @@ void check_accumulation_unreached(fabric::Fabric& fabric) {
   check(identical_across_ranks(fabric, *model), "ranks differ after accumulating into an unreached part");
 }
 
+// zero2: each rank's backward reaches its own head (rank r uses head
+// r % 2), the heads and the body in buckets of their own at the tests' small
+// bucket cap: a bucket whose gradients a rank never accumulates still takes
+// part, in the same order on every rank, and the step matches the ranks'
+// average gradient (zero where a rank did not reach), two passes running.
+void check_reach_per_rank(fabric::Fabric& fabric) {
+  struct Heads : torch::nn::Module {
+    Heads()
+        : body(register_module("body", torch::nn::Linear(8, 48))),
+          head0(register_module("head0", torch::nn::Linear(48, 24))),
+          head1(register_module("head1", torch::nn::Linear(48, 24))) {}
+    torch::Tensor forward(const torch::Tensor& x, int head) {
+      const auto hidden = torch::tanh(body(x));
+      return head == 0 ? head0(hidden) : head1(hidden);
+    }
+    torch::nn::Linear body, head0, head1;
+  };
+  torch::manual_seed(73);
+  auto model = std::make_shared<Heads>();
+  torch::optim::SGD optimizer(model->parameters(), 0.1);
+  fabric.setup(model, optimizer);
+  Heads plain;
+  copy_state(*model, plain);
+  const int head = fabric.global_rank() % 2;
+  for (int pass = 0; pass < 2; ++pass) {
+    torch::manual_seed(90 + 10 * pass + fabric.global_rank());  // every rank its own data
+    const auto input = torch::randn({6, 8});
+    optimizer.zero_grad();
+    fabric.backward(model->forward(input, head).pow(2).mean());
+    fabric.step(optimizer);
+    for (auto& parameter : plain.parameters()) parameter.mutable_grad() = torch::Tensor();
+    plain.forward(input, head).pow(2).mean().backward();
+    torch::NoGradGuard no_grad;
+    for (auto& parameter : plain.parameters()) {
+      const auto gradient = parameter.grad().defined() ? parameter.grad() : torch::zeros_like(parameter);
+      parameter.sub_(0.1 * fabric.all_reduce(gradient, fabric::ReduceOp::Mean));
+    }
+  }
+  const double difference = max_relative_difference(*model, plain);
+  check(difference < 1e-5, "with each rank reaching its own head, the parameters differ from a step on the ranks' "
+                           "average gradient by " +
+                               std::to_string(difference));
+  check(identical_across_ranks(fabric, *model), "ranks differ after passes that reach different heads");
+}
+
 // The sharded run against plain LibTorch on the whole global batch (what
 // ddp computes, as run_ddp_checks proves): same parameters after several
 // Adam steps, identical on every rank, ~1/N of the optimizer state and,
@@ -419,6 +464,8 @@ int run_zero_checks(const Arguments& arguments) {
     // (zero1's Reducer refuses a synchronizing pass that leaves parameters
     // without gradients unless find_unused_parameters is on, as ddp's.)
     if (stage2) check_accumulation_unreached(fabric);
+    // (fsdp refuses forwards that differ between ranks: runtime.fsdp_divergent_forward_2proc.)
+    if (strategy == "zero2") check_reach_per_rank(fabric);
   }
 
   // optimizer.step() instead of fabric.step(optimizer): caught by the next
