@@ -73,27 +73,29 @@ void copy_state(torch::nn::Module& from, torch::nn::Module& to) {
   for (size_t i = 0; i < source.size(); ++i) target[i].copy_(source[i]);
 }
 
+// A body and two heads: forward(x, head) runs the body, then head 0 or 1.
+struct TwoHeads : torch::nn::Module {
+  TwoHeads()
+      : body(register_module("body", torch::nn::Linear(8, 64))),
+        head0(register_module("head0", torch::nn::Linear(64, 32))),
+        head1(register_module("head1", torch::nn::Linear(64, 32))) {}
+  torch::Tensor forward(const torch::Tensor& x, int head) {
+    const auto hidden = torch::tanh(body(x));
+    return head == 0 ? head0(hidden) : head1(hidden);
+  }
+  torch::nn::Linear body, head0, head1;
+};
+
 // A micro-batch under no_backward_sync reaches a head that the
 // synchronizing pass does not (each head its own fsdp unit at
 // --fsdp-min-num-params=1000): its accumulated gradient is still averaged
 // and stepped, as ddp's would be.
 void check_accumulation_unreached(fabric::Fabric& fabric) {
-  struct Heads : torch::nn::Module {
-    Heads()
-        : body(register_module("body", torch::nn::Linear(8, 64))),
-          head1(register_module("head1", torch::nn::Linear(64, 32))),
-          head2(register_module("head2", torch::nn::Linear(64, 32))) {}
-    torch::Tensor forward(const torch::Tensor& x, bool use_head2) {
-      const auto hidden = torch::tanh(body(x));
-      return use_head2 ? head2(hidden) : head1(hidden);
-    }
-    torch::nn::Linear body, head1, head2;
-  };
   torch::manual_seed(71);
-  auto model = std::make_shared<Heads>();
+  auto model = std::make_shared<TwoHeads>();
   torch::optim::SGD optimizer(model->parameters(), 0.1);
   fabric.setup(model, optimizer);
-  Heads plain;
+  TwoHeads plain;
   copy_state(*model, plain);
   torch::manual_seed(80 + fabric.global_rank());  // every rank its own data
   const auto first = torch::randn({5, 8});
@@ -101,12 +103,12 @@ void check_accumulation_unreached(fabric::Fabric& fabric) {
   optimizer.zero_grad();
   {
     auto no_sync = fabric.no_backward_sync(model);
-    fabric.backward(model->forward(first, true).pow(2).mean());
+    fabric.backward(model->forward(first, 1).pow(2).mean());
   }
-  fabric.backward(model->forward(second, false).pow(2).mean());
+  fabric.backward(model->forward(second, 0).pow(2).mean());
   fabric.step(optimizer);
-  plain.forward(first, true).pow(2).mean().backward();
-  plain.forward(second, false).pow(2).mean().backward();
+  plain.forward(first, 1).pow(2).mean().backward();
+  plain.forward(second, 0).pow(2).mean().backward();
   {
     torch::NoGradGuard no_grad;
     for (auto& parameter : plain.parameters()) {
@@ -126,22 +128,11 @@ void check_accumulation_unreached(fabric::Fabric& fabric) {
 // part, in the same order on every rank, and the step matches the ranks'
 // average gradient (zero where a rank did not reach), two passes running.
 void check_reach_per_rank(fabric::Fabric& fabric) {
-  struct Heads : torch::nn::Module {
-    Heads()
-        : body(register_module("body", torch::nn::Linear(8, 48))),
-          head0(register_module("head0", torch::nn::Linear(48, 24))),
-          head1(register_module("head1", torch::nn::Linear(48, 24))) {}
-    torch::Tensor forward(const torch::Tensor& x, int head) {
-      const auto hidden = torch::tanh(body(x));
-      return head == 0 ? head0(hidden) : head1(hidden);
-    }
-    torch::nn::Linear body, head0, head1;
-  };
   torch::manual_seed(73);
-  auto model = std::make_shared<Heads>();
+  auto model = std::make_shared<TwoHeads>();
   torch::optim::SGD optimizer(model->parameters(), 0.1);
   fabric.setup(model, optimizer);
-  Heads plain;
+  TwoHeads plain;
   copy_state(*model, plain);
   const int head = fabric.global_rank() % 2;
   for (int pass = 0; pass < 2; ++pass) {
