@@ -15,21 +15,20 @@
 //          with backward as DDP's Reducer overlaps its all-reduce: buckets
 //          follow the order gradients arrive in (the reverse of the
 //          parameters'), a small first one, then bucket_cap_mb ones, each
-//          split by owner; a bucket's reduction starts from the
+//          split by owner. A bucket's transfer starts from the
 //          AccumulateGrad hook of its last gradient, strictly in bucket
 //          order (every rank starts the same transfers in the same order,
 //          whatever order its gradients come in): each other rank sends the
 //          bucket straight to its owner (c10d send/recv; the owner's
-//          receives are posted when the pass starts), which adds what it
-//          receives to its own gradients. That moves (N-1)/N of the
-//          gradients per rank, as a reduce-scatter does; Gloo's reduce (1.13
-//          has no reduce_scatter) moved as much as an all-reduce. The owner
-//          averages; the other ranks drop
-//          those gradients (undefined) as soon as they are in the bucket,
-//          so a rank holds ~1/N of the gradients between backward and the
-//          next one. fabric.step() sends the updated parameters back from
-//          their owners through the same buckets' memory, every owner's
-//          broadcast in flight at once.
+//          receives are posted when the pass starts), and the owner adds
+//          what it receives to its own gradients and averages. That moves
+//          (N-1)/N of the gradients per rank, as a reduce-scatter does;
+//          Gloo's reduce (1.13 has no reduce_scatter) moved as much as an
+//          all-reduce. The other ranks drop those gradients (undefined) as
+//          soon as they are in the bucket, so a rank holds ~1/N of the
+//          gradients between backward and the next one. fabric.step() sends
+//          the updated parameters back from their owners through the same
+//          buckets' memory, every owner's broadcast in flight at once.
 //
 // optimizer.step() called directly would update only the owned parameters
 // and leave the ranks with different models; every parameter's version
@@ -321,8 +320,8 @@ class ZeroStrategy : public Strategy {
     // world size - 2 more).
     std::vector<at::Tensor> received;
     int64_t pending = 0;  // this pass: gradients still to be accumulated
-    // This pass, once started: the owner's receives (one per other rank),
-    // another rank's send.
+    // This pass: the owner's receives (one per other rank, posted when the
+    // pass starts), or another rank's send.
     std::vector<c10d_compat::WorkPtr> transfers;
   };
   // zero2: the buckets of one owner and dtype end to end, in one block of
@@ -533,9 +532,9 @@ class ZeroStrategy : public Strategy {
     if (--bucket.pending == 0) start_ready_buckets();
   }
 
-  // Starts the reduces of the buckets that are complete, strictly in
+  // Starts the transfers of the buckets that are complete, strictly in
   // sequence: a complete bucket waits for the ones before it, so that every
-  // rank starts the same collectives in the same order.
+  // rank starts the same transfers in the same order.
   void start_ready_buckets() {
     while (next_in_sequence_ < sequence_.size()) {
       const auto [m, b] = sequence_[next_in_sequence_];
