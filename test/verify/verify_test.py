@@ -108,7 +108,7 @@ def configured_project(args, folder):
     """A CMake project's build folder with compile_commands.json (what a user has)."""
     build = os.path.join(args.work, "project-build")
     made = run(["cmake", "-S", folder, "-B", build, "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release",
-                "-DCMAKE_EXPORT_COMPILE_COMMANDS=ON"])
+                "-DCMAKE_EXPORT_COMPILE_COMMANDS=ON"] + args.cmake_arg)
     if made.returncode != 0:
         fail(f"configuring {folder} failed:\n{made.stdout[-3000:]}{made.stderr[-3000:]}")
     return build
@@ -121,6 +121,9 @@ def main():
     parser.add_argument("--case", required=True, choices=sorted(EXPECT))
     parser.add_argument("--source", help="for the program case: a source file or a CMake project folder")
     parser.add_argument("--args", default="", help="the program's arguments")
+    parser.add_argument("--cmake-arg", action="append", default=[],
+                        help="a CMake flag the project is configured with (also given to verify)")
+    parser.add_argument("--inputs", help="the folder the program reads by relative path (verify --inputs)")
     # 48: the original prints 3 epochs of the classifier, 2 ranks 6, so each
     # has lines to compare.
     parser.add_argument("--steps", default="48")
@@ -142,6 +145,9 @@ def main():
             command.append(source)
         if args.args:
             command += ["--args", args.args]
+        command += ["--cmake-arg=" + flag for flag in args.cmake_arg]
+        if args.inputs:
+            command += ["--inputs", args.inputs]
     elif args.case == "divergent_stop":
         command += [EARLY_STOP, "--steps", "2000"]
     elif args.case == "data_not_split":

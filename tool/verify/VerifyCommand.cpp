@@ -18,6 +18,7 @@
 #include "verify/VerifyHarness.h"
 #include "verify/VerifyReport.h"
 
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <optional>
@@ -54,6 +55,17 @@ std::optional<int> parseOptions(int argc, const char** argv, VerifyOptions& o) {
   line.number({"--steps"}, "N", o.steps, "optimizer steps each run makes (default 40)");
   line.option({"--migrated"}, "dir", o.migrated, "verify this migrated tree (a CMake project) instead of migrating");
   line.option({"--work"}, "dir", o.work, "scratch folder (default: a new folder under the temp folder)");
+  line.option(
+      {"--cmake-arg"}, "flag",
+      [&o](const std::string& flag) {
+        o.cmakeArgs.push_back(flag);
+        return std::string();
+      },
+      "a flag for CMake when it configures the original and the migration (repeatable), as the project's "
+      "own build was configured (-DDOWNLOAD_MNIST=OFF)");
+  line.option({"--inputs"}, "dir", o.inputs,
+              "what the program reads by relative path (./data): each run's folder links to every entry of "
+              "this folder (links: a program that writes into them changes them for the runs after it)");
   line.option({"--report"}, "file.json", o.report,
               "the verdicts as JSON, and beside it a Markdown summary (.md), the loss curves (.svg) and one page with "
               "the curves, the metrics and the verdicts (.html); a name ending in .html or .md names the same set");
@@ -73,6 +85,10 @@ std::optional<int> parseOptions(int argc, const char** argv, VerifyOptions& o) {
   o.sawDashDash = common.sawDashDash;
   if (o.sources.empty() == o.buildPath.empty())
     return cannot("give either source files or -p <build dir>\n" + line.help());
+  if (!o.inputs.empty() && !llvm::sys::fs::is_directory(o.inputs))
+    return cannot("--inputs " + o.inputs +
+                  ": not a folder (give the folder whose entries the program reads by "
+                  "relative path, as ./data)");
   if (o.steps == 0) return cannot("--steps must be at least 1");
   return std::nullopt;
 }

@@ -165,6 +165,17 @@ Run execute(const std::vector<std::string>& command, const std::string& cwd,
   return run;
 }
 
+// `folder` (made if missing) gets a link to each entry of `inputs`: what
+// the program reads by relative path.
+void linkInputs(const std::string& inputs, const std::string& folder) {
+  llvm::sys::fs::create_directories(folder);
+  std::error_code ec;
+  for (llvm::sys::fs::directory_iterator it(inputs, ec), end; it != end && !ec; it.increment(ec)) {
+    const std::string name = llvm::sys::path::filename(it->path()).str();
+    llvm::sys::fs::create_link(it->path(), folder + "/" + name);
+  }
+}
+
 Record readRecord(const std::string& path) {
   Record r;
   std::ifstream in(path);
@@ -234,6 +245,7 @@ std::string buildProject(const std::string& source, const std::string& build, co
                                      "-DCMAKE_CXX_FLAGS_RELEASE=-O1 -DNDEBUG",
                                      "-DCMAKE_PREFIX_PATH=" + o.fabricDir};
   if (llvm::sys::fs::exists(include)) configure.push_back("-DCMAKE_PROJECT_INCLUDE=" + include);
+  configure.insert(configure.end(), o.cmakeArgs.begin(), o.cmakeArgs.end());
   if (llvm::sys::findProgramByName("ninja")) configure.insert(configure.begin() + 1, {"-G", "Ninja"});
   Run step = execute(configure, o.work, {}, logStem + ".configure", 0);
   if (step.exitCode != 0) return "configuring " + source + " failed:\n" + tail(step.out + step.err, 30);
@@ -397,7 +409,9 @@ bool runPrograms(const VerifyOptions& o, const VerifyPrograms& programs, VerifyR
     std::vector<std::string> command{binary};
     command.insert(command.end(), o.programArgs.begin(), o.programArgs.end());
     llvm::errs() << "fabricize verify: running " << name << "\n";
-    return execute(command, o.work + "/runs/" + name, env, recordFolder + "/console", o.timeout);
+    const std::string folder = o.work + "/runs/" + name;
+    if (!o.inputs.empty()) linkInputs(absolutePath(o.inputs), folder);
+    return execute(command, folder, env, recordFolder + "/console", o.timeout);
   };
   runs.original = runProgram("original", programs.original, 0);
   Run& original = runs.original;

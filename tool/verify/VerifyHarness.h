@@ -19,7 +19,9 @@ inline constexpr int kEquivalent = 0, kDifferences = 1, kCannot = 2;
 struct VerifyOptions {
   std::vector<std::string> sources;
   std::string buildPath, target, migrated, work, report, fabricDir, accelerator;
+  std::string inputs;  // --inputs: a folder whose entries each run's folder links to
   std::vector<std::string> programArgs, compilerFlags;
+  std::vector<std::string> cmakeArgs;  // --cmake-arg: added to both projects' configure commands
   bool sawDashDash = false;
   unsigned steps = 40, timeout = 300;
   double lossTolerance = 0.5, metricTolerance = 0.35, accuracyTolerance = 0.05;
