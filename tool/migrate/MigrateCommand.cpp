@@ -67,14 +67,9 @@ void declareOptions(CommandLine& line, MigrateOptions& o) {
   line.option({"--num-nodes"}, "n", o.fabric.num_nodes, "number of nodes");
   line.flag({"--emit-cmake"}, o.emitCMake,
             "with -o: write a CMakeLists.txt that builds the migrated sources against find_package(Fabric)");
-  line.option(
-      {"--report"}, "file",
-      [&o](const std::string& path) {
-        o.reportPaths.push_back(path);
-        return std::string();
-      },
-      "write a report: JSON (every edit and finding, and a summary), or for a file ending in .md or .html "
-      "the migration report a team plans with; may be given more than once");
+  line.repeated({"--report"}, "file", o.reportPaths,
+                "write a report: JSON (every edit and finding, and a summary), or for a file ending in .md or .html "
+                "the migration report a team plans with; may be given more than once");
   line.flag({"--instrument-for-verify"}, o.instrument,
             "instead of migrating, add the records fabricize verify compares (fabric/verify.h) to a copy of "
             "the original program; needs -o");

@@ -52,6 +52,17 @@ void CommandLine::list(std::initializer_list<const char*> names, std::string val
       std::move(help));
 }
 
+void CommandLine::repeated(std::initializer_list<const char*> names, std::string valueName,
+                           std::vector<std::string>& target, std::string help) {
+  option(
+      names, std::move(valueName),
+      [&target](const std::string& value) {
+        target.push_back(value);
+        return std::string();
+      },
+      std::move(help));
+}
+
 namespace {
 
 // A non-negative number into `target`, or the message saying what is wrong.
@@ -232,13 +243,8 @@ void addCommonFlags(CommandLine& line, CommonFlags& flags, unsigned which, const
   if (which & kVerboseFlag)
     line.flag({"--verbose", "-v"}, flags.verbose, words(help.verbose, "say what is being done"));
   if (which & kCompilerFlags) {
-    // Whole, never split at commas (-Wl,... is one flag).
-    line.option(
-        {"--extra-arg"}, "flag",
-        [&flags](const std::string& value) {
-          flags.extraArgs.push_back(value);
-          return std::string();
-        },
+    line.repeated(
+        {"--extra-arg"}, "flag", flags.extraArgs,
         "a flag added to every compile command, after its own (repeatable), as clang-tidy's option: for code the "
         "project's compiler accepts and Clang needs told (-fbracket-depth=N, -D..., -std=...)");
     line.afterDashDash(flags.compilerFlags, flags.sawDashDash);

@@ -32,6 +32,10 @@ class CommandLine {
   // Given more than once, the values add up; a comma list gives several.
   void list(std::initializer_list<const char*> names, std::string valueName, std::vector<std::string>& target,
             std::string help, bool* given = nullptr);
+  // Given more than once, each value is one more, whole (never split at
+  // commas: -Wl,... is one compiler flag).
+  void repeated(std::initializer_list<const char*> names, std::string valueName, std::vector<std::string>& target,
+                std::string help);
   // A non-negative number (verify's tolerances and counts): double or unsigned.
   template <class Number>
   void number(std::initializer_list<const char*> names, std::string valueName, Number& target, std::string help);

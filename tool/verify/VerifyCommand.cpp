@@ -55,14 +55,9 @@ std::optional<int> parseOptions(int argc, const char** argv, VerifyOptions& o) {
   line.number({"--steps"}, "N", o.steps, "optimizer steps each run makes (default 40)");
   line.option({"--migrated"}, "dir", o.migrated, "verify this migrated tree (a CMake project) instead of migrating");
   line.option({"--work"}, "dir", o.work, "scratch folder (default: a new folder under the temp folder)");
-  line.option(
-      {"--cmake-arg"}, "flag",
-      [&o](const std::string& flag) {
-        o.cmakeArgs.push_back(flag);
-        return std::string();
-      },
-      "a flag for CMake when it configures the original and the migration (repeatable), as the project's "
-      "own build was configured (-DDOWNLOAD_MNIST=OFF)");
+  line.repeated({"--cmake-arg"}, "flag", o.cmakeArgs,
+                "a flag for CMake when it configures the original and the migration (repeatable), as the project's "
+                "own build was configured (-DDOWNLOAD_MNIST=OFF)");
   line.option({"--inputs"}, "dir", o.inputs,
               "what the program reads by relative path (./data): each run's folder links to every entry of "
               "this folder (links: a program that writes into them changes them for the runs after it)");
