@@ -65,12 +65,11 @@ def mnist_idx(folder):
     generator = random.Random(39)
     for stem, count in (("train", 60000), ("t10k", 10000)):
         labels = bytes(generator.randrange(10) for _ in range(count))
-        images = bytearray()
         noise = bytes(generator.randrange(64) for _ in range(28 * 28))
-        for label in labels:
-            level = 16 * label
-            images += bytes(min(255, level + n) for n in noise)
-        write_idx(os.path.join(folder, f"{stem}-images-idx3-ubyte"), 2051, (count, 28, 28), bytes(images))
+        # One image per label (its brightness 16 x the label, over one noise).
+        image_of = [bytes(min(255, 16 * label + n) for n in noise) for label in range(10)]
+        images = b"".join(image_of[label] for label in labels)
+        write_idx(os.path.join(folder, f"{stem}-images-idx3-ubyte"), 2051, (count, 28, 28), images)
         write_idx(os.path.join(folder, f"{stem}-labels-idx1-ubyte"), 2049, (count,), labels)
 
 

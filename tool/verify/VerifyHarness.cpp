@@ -166,14 +166,16 @@ Run execute(const std::vector<std::string>& command, const std::string& cwd,
 }
 
 // `folder` (made if missing) gets a link to each entry of `inputs`: what
-// the program reads by relative path.
-void linkInputs(const std::string& inputs, const std::string& folder) {
+// the program reads by relative path. Returns what failed, or "".
+std::string linkInputs(const std::string& inputs, const std::string& folder) {
   llvm::sys::fs::create_directories(folder);
   std::error_code ec;
   for (llvm::sys::fs::directory_iterator it(inputs, ec), end; it != end && !ec; it.increment(ec)) {
-    const std::string name = llvm::sys::path::filename(it->path()).str();
-    llvm::sys::fs::create_link(it->path(), folder + "/" + name);
+    const std::string link = folder + "/" + llvm::sys::path::filename(it->path()).str();
+    if (std::error_code failed = llvm::sys::fs::create_link(it->path(), link))
+      return "cannot link " + it->path() + " as " + link + " (--inputs): " + failed.message();
   }
+  return ec ? "cannot list --inputs " + inputs + ": " + ec.message() : "";
 }
 
 Record readRecord(const std::string& path) {
@@ -410,7 +412,14 @@ bool runPrograms(const VerifyOptions& o, const VerifyPrograms& programs, VerifyR
     command.insert(command.end(), o.programArgs.begin(), o.programArgs.end());
     llvm::errs() << "fabricize verify: running " << name << "\n";
     const std::string folder = o.work + "/runs/" + name;
-    if (!o.inputs.empty()) linkInputs(absolutePath(o.inputs), folder);
+    if (!o.inputs.empty()) {
+      if (std::string failed = linkInputs(absolutePath(o.inputs), folder); !failed.empty()) {
+        Run unstaged;
+        unstaged.exitCode = 1;
+        unstaged.err = "fabricize verify: " + failed;
+        return unstaged;
+      }
+    }
     return execute(command, folder, env, recordFolder + "/console", o.timeout);
   };
   runs.original = runProgram("original", programs.original, 0);
